@@ -1,0 +1,47 @@
+# priorwatch — every target a newcomer needs; `make help` lists them.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-unit test-postgres lint fmt typecheck bench run migrate clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install priorwatch with its dev tools
+
+test: $(STAMP) ## run the whole suite (unit, SQLite and PostgreSQL integration)
+	$(BIN)/pytest
+
+test-unit: $(STAMP) ## run the unit tests only (no database)
+	$(BIN)/pytest tests/unit
+
+lint: $(STAMP) ## ruff lint and format check, mypy strict on app/
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+fmt: $(STAMP) ## apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: $(STAMP) ## run the benchmarks in bench/ and print figures and ratios
+	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+migrate: $(STAMP) ## apply migrations to PRIORWATCH_DATABASE_URL (default: ./priorwatch.db)
+	$(BIN)/priorwatch migrate
+
+run: $(STAMP) ## migrate the embedded SQLite database and serve the API on 127.0.0.1:8000
+	$(BIN)/priorwatch migrate
+	$(BIN)/priorwatch serve --host 127.0.0.1 --port 8000
+
+clean: ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -1,0 +1,72 @@
+"""Validation at the public boundary of :mod:`app.metrics`.
+
+Public functions call one ``check_*`` helper; private helpers trust its output.
+Errors are :class:`InvalidInput` with the offending field, so the HTTP layer can
+turn them into problem+json without guessing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+class InvalidInput(ValueError):
+    """Input that no metric can be computed from; ``field`` names what is wrong."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def check_scores_labels(
+    scores: Any, labels: Any
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """Normalise ``scores`` (finite, in [0, 1]) and ``labels`` (0/1) to arrays.
+
+    Returns
+    -------
+    scores : ndarray of float64, shape (n,)
+    labels : ndarray of bool, shape (n,); True marks an actual positive.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels)
+    if s.ndim != 1:
+        raise InvalidInput("scores", "must be a one-dimensional array")
+    if y.ndim != 1:
+        raise InvalidInput("labels", "must be a one-dimensional array")
+    if s.shape[0] == 0:
+        raise InvalidInput("scores", "must not be empty")
+    if s.shape != y.shape:
+        raise InvalidInput(
+            "labels", f"has length {y.shape[0]} but scores has length {s.shape[0]}"
+        )
+    if not np.all(np.isfinite(s)):
+        raise InvalidInput("scores", f"element {int(np.argmin(np.isfinite(s)))} is not finite")
+    bad = (s < 0.0) | (s > 1.0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InvalidInput("scores", f"element {i} is {s[i]!r}, outside [0, 1]")
+    if y.dtype == np.bool_:
+        return s, y
+    yf = y.astype(np.float64, copy=False) if y.dtype.kind in "iufb" else None
+    if yf is None:
+        raise InvalidInput("labels", "must be numbers 0 or 1")
+    bad = (yf != 0.0) & (yf != 1.0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InvalidInput("labels", f"element {i} is {y[i]!r}; labels must be 0 or 1")
+    return s, yf == 1.0
+
+
+def check_probability(name: str, value: float, *, open_interval: bool = True) -> float:
+    """A finite probability; in (0, 1) when ``open_interval`` else in [0, 1]."""
+    v = float(value)
+    ok = (0.0 < v < 1.0) if open_interval else (0.0 <= v <= 1.0)
+    if not (np.isfinite(v) and ok):
+        interval = "(0, 1)" if open_interval else "[0, 1]"
+        raise InvalidInput(name, f"is {value!r}, must be in {interval}")
+    return v
