@@ -56,7 +56,9 @@ def ops(
     prior: Annotated[float, typer.Option("--prior", help="class prior pi of the data")],
     at: Annotated[
         float | None,
-        typer.Option("--at", help="recall u (precision_at_recall) or fraction x (precision_at_fraction)"),
+        typer.Option(
+            "--at", help="recall u (precision_at_recall) or fraction x (precision_at_fraction)"
+        ),
     ] = None,
 ) -> None:
     """Print the outperformance score of VALUE of METRIC at prior PI."""
@@ -72,24 +74,40 @@ def ops(
 
 @cli.command()
 def evaluate(
-    file: Annotated[Path, typer.Argument(help="CSV with 'score' and 'label' columns", exists=True,
-                                         dir_okay=False, readable=True)],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="CSV with 'score' and 'label' columns", exists=True, dir_okay=False, readable=True
+        ),
+    ],
     threshold: Annotated[float, typer.Option(help="decision threshold")] = 0.5,
-    pi0: Annotated[float | None, typer.Option(help="reference prior for calibrated metrics")] = None,
-    cost_ratio: Annotated[float | None, typer.Option(help="cost ratio r_C for weighted accuracy")] = None,
-    target_prior: Annotated[float | None, typer.Option(help="deployment prior for WA reweighting")] = None,
+    pi0: Annotated[
+        float | None, typer.Option(help="reference prior for calibrated metrics")
+    ] = None,
+    cost_ratio: Annotated[
+        float | None, typer.Option(help="cost ratio r_C for weighted accuracy")
+    ] = None,
+    target_prior: Annotated[
+        float | None, typer.Option(help="deployment prior for WA reweighting")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
     """Print the full metric set for a CSV of scores and labels."""
-    from app.metrics._validation import InvalidInput
     from app.csv_input import read_scores_labels
+    from app.metrics._validation import InvalidInput
     from app.metrics.evaluate import evaluate as evaluate_arrays
     from app.reporting import format_metrics
 
     try:
         scores, labels = read_scores_labels(file)
-        result = evaluate_arrays(scores, labels, threshold=threshold, pi0=pi0,
-                                 cost_ratio=cost_ratio, target_prior=target_prior)
+        result = evaluate_arrays(
+            scores,
+            labels,
+            threshold=threshold,
+            pi0=pi0,
+            cost_ratio=cost_ratio,
+            target_prior=target_prior,
+        )
     except InvalidInput as exc:
         raise typer.BadParameter(exc.reason, param_hint=exc.field) from exc
     typer.echo(format_metrics(result, as_json=as_json))

@@ -41,15 +41,13 @@ def check_scores_labels(
     if s.shape[0] == 0:
         raise InvalidInput("scores", "must not be empty")
     if s.shape != y.shape:
-        raise InvalidInput(
-            "labels", f"has length {y.shape[0]} but scores has length {s.shape[0]}"
-        )
+        raise InvalidInput("labels", f"has length {y.shape[0]} but scores has length {s.shape[0]}")
     if not np.all(np.isfinite(s)):
         raise InvalidInput("scores", f"element {int(np.argmin(np.isfinite(s)))} is not finite")
     bad = (s < 0.0) | (s > 1.0)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InvalidInput("scores", f"element {i} is {s[i]!r}, outside [0, 1]")
+        raise InvalidInput("scores", f"element {i} is {float(s[i])!r}, outside [0, 1]")
     if y.dtype == np.bool_:
         return s, y
     yf = y.astype(np.float64, copy=False) if y.dtype.kind in "iufb" else None
@@ -58,15 +56,34 @@ def check_scores_labels(
     bad = (yf != 0.0) & (yf != 1.0)
     if bad.any():
         i = int(np.argmax(bad))
-        raise InvalidInput("labels", f"element {i} is {y[i]!r}; labels must be 0 or 1")
+        raise InvalidInput("labels", f"element {i} is {y[i].item()!r}; labels must be 0 or 1")
     return s, yf == 1.0
 
 
 def check_probability(name: str, value: float, *, open_interval: bool = True) -> float:
     """A finite probability; in (0, 1) when ``open_interval`` else in [0, 1]."""
-    v = float(value)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(name, f"is {value!r}, must be a number") from None
     ok = (0.0 < v < 1.0) if open_interval else (0.0 <= v <= 1.0)
     if not (np.isfinite(v) and ok):
         interval = "(0, 1)" if open_interval else "[0, 1]"
         raise InvalidInput(name, f"is {value!r}, must be in {interval}")
+    return v
+
+
+def check_count(name: str, value: Any) -> npt.NDArray[np.float64]:
+    """A finite, non-negative count (or array of counts) as float64.
+
+    Counts may be fractional (weighted or normalised matrices), never negative.
+    """
+    try:
+        v = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InvalidInput(name, f"is {value!r}, must be a number") from None
+    if not np.all(np.isfinite(v)):
+        raise InvalidInput(name, f"is {value!r}, must be finite")
+    if np.any(v < 0.0):
+        raise InvalidInput(name, f"is {value!r}, must be >= 0")
     return v

@@ -67,9 +67,7 @@ def fnr(tp: ArrayLike, fp: ArrayLike, fn: ArrayLike, tn: ArrayLike) -> Array:
     return _div(fn, np.add(fn, tp))
 
 
-def fbeta(
-    tp: ArrayLike, fp: ArrayLike, fn: ArrayLike, tn: ArrayLike, beta: float = 1.0
-) -> Array:
+def fbeta(tp: ArrayLike, fp: ArrayLike, fn: ArrayLike, tn: ArrayLike, beta: float = 1.0) -> Array:
     """(1+b^2)TP / ((1+b^2)TP + b^2 FN + FP)."""
     b2 = beta * beta
     num = np.multiply(1.0 + b2, tp)
@@ -94,8 +92,9 @@ def jaccard(tp: ArrayLike, fp: ArrayLike, fn: ArrayLike, tn: ArrayLike) -> Array
 
 def mcc(tp: ArrayLike, fp: ArrayLike, fn: ArrayLike, tn: ArrayLike) -> Array:
     num = np.multiply(tp, tn) - np.multiply(fp, fn)
-    den = np.multiply(np.multiply(np.add(tp, fp), np.add(tp, fn)),
-                      np.multiply(np.add(tn, fp), np.add(tn, fn)))
+    den = np.multiply(
+        np.multiply(np.add(tp, fp), np.add(tp, fn)), np.multiply(np.add(tn, fp), np.add(tn, fn))
+    )
     return _div(num, np.sqrt(den))
 
 
@@ -130,7 +129,9 @@ def lift(tp: ArrayLike, fp: ArrayLike, fn: ArrayLike, tn: ArrayLike) -> Array:
 def cba(tp: ArrayLike, fp: ArrayLike, fn: ArrayLike, tn: ArrayLike) -> Array:
     """Class balance accuracy."""
     p, neg = np.add(tp, fn), np.add(fp, tn)
-    return 0.5 * (_div(tp, np.maximum(p, np.add(tp, fp))) + _div(tn, np.maximum(neg, np.add(tn, fn))))
+    return 0.5 * (
+        _div(tp, np.maximum(p, np.add(tp, fp))) + _div(tn, np.maximum(neg, np.add(tn, fn)))
+    )
 
 
 def iam(tp: ArrayLike, fp: ArrayLike, fn: ArrayLike, tn: ArrayLike) -> Array:
@@ -220,8 +221,7 @@ LABELING_METRICS: dict[str, LabelingMetric] = {
         _m(cba, True, "empty confusion matrix"),
         _m(iam, True, "empty confusion matrix", lower=-1.0),
         _m(p4, True, "a diagonal cell is zero and so is the off-diagonal"),
-        _m(precision_gain, False, "no true positives or no actual negatives",
-           lower=float("-inf")),
+        _m(precision_gain, False, "no true positives or no actual negatives", lower=float("-inf")),
         _m(recall_gain, True, "no true positives or no actual negatives", lower=float("-inf")),
     )
 }

@@ -1,0 +1,1 @@
+"""HTTP layer: dependencies, problem+json errors, schemas, thin route handlers."""

@@ -1,0 +1,139 @@
+"""Request dependencies as typed aliases: settings, session, caller, model by scope.
+
+Authentication: ``Authorization: Bearer <token>``. The admin token
+(PRIORWATCH_ADMIN_TOKEN) may do everything; a model key acts on its own model
+only, within its scopes. No or unknown token -> 401; a known token without
+the right -> 403. Admin calls are refused (403) while no admin token is set.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from app.api.errors import not_authenticated, permission_denied, unsupported_media_type
+from app.config import Settings
+from app.db.models import ApiKey, Model
+from app.services import keys
+from app.services.models import get_model
+
+
+async def get_app_settings(request: Request) -> Settings:
+    # async: trivial dependencies run on the event loop, not in the thread pool
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+SettingsDep = Annotated[Settings, Depends(get_app_settings)]
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """One session per request; services commit, the session is closed (rolled back) here."""
+    session: Session = request.app.state.session_factory()
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="the admin token (PRIORWATCH_ADMIN_TOKEN) or a model key (pw_...)",
+)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the admin, or the holder of one model key."""
+
+    admin: bool
+    key: ApiKey | None = None
+
+
+def get_caller(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    session: SessionDep,
+    settings: SettingsDep,
+) -> Caller:
+    if credentials is None or not credentials.credentials:
+        raise not_authenticated("send Authorization: Bearer <token>")
+    token = credentials.credentials
+    admin = settings.admin_token
+    if admin is not None and hmac.compare_digest(token.encode(), admin.get_secret_value().encode()):
+        return Caller(admin=True)
+    key = keys.find_active_key(session, token)
+    if key is None:
+        raise not_authenticated("unknown or revoked token")
+    return Caller(admin=False, key=key)
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+def require_admin(caller: CallerDep, settings: SettingsDep) -> Caller:
+    if caller.admin:
+        return caller
+    if settings.admin_token is None:
+        raise permission_denied("admin calls are disabled until PRIORWATCH_ADMIN_TOKEN is set")
+    raise permission_denied("this call needs the admin token")
+
+
+AdminDep = Annotated[Caller, Depends(require_admin)]
+
+
+def model_with_scope(*scopes: str) -> Callable[..., Model]:
+    """A dependency loading the path's model for a caller holding one of ``scopes``."""
+
+    def dependency(name: str, caller: CallerDep, session: SessionDep) -> Model:
+        model = get_model(session, name)
+        if caller.admin:
+            return model
+        assert caller.key is not None
+        if caller.key.model_id != model.id:
+            raise permission_denied(f"this key does not belong to model {name!r}")
+        if not set(scopes) & set(caller.key.scopes):
+            raise permission_denied(f"this key lacks the {' or '.join(scopes)} scope")
+        return model
+
+    return dependency
+
+
+def admin_model(name: str, _admin: AdminDep, session: SessionDep) -> Model:
+    return get_model(session, name)
+
+
+AdminModelDep = Annotated[Model, Depends(admin_model)]
+"""The path's model, for the admin."""
+ReadModelDep = Annotated[Model, Depends(model_with_scope("read"))]
+"""The path's model, for the admin or a key with the read scope."""
+IngestModelDep = Annotated[Model, Depends(model_with_scope("ingest"))]
+"""The path's model, for the admin or a key with the ingest scope."""
+AnyScopeModelDep = Annotated[Model, Depends(model_with_scope("read", "ingest"))]
+"""The path's model, for the admin or any key of it (settings and bins)."""
+
+
+def _is_json(content_type: str | None) -> bool:
+    if not content_type:
+        return False
+    mime = content_type.split(";", 1)[0].strip().lower()
+    main, _, sub = mime.partition("/")
+    return main == "application" and (sub == "json" or sub.endswith("+json"))
+
+
+async def require_json(request: Request) -> None:
+    """415 unless the request declares a JSON body."""
+    content_type = request.headers.get("content-type")
+    if not _is_json(content_type):
+        raise unsupported_media_type(content_type)
+
+
+JsonBody = Depends(require_json)
+"""Add to ``dependencies=[...]`` of every route that takes a JSON body."""

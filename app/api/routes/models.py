@@ -1,0 +1,63 @@
+"""Models: register (admin), list (admin), read, update (admin), bins."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Response, status
+
+from app.api.deps import AdminDep, AdminModelDep, AnyScopeModelDep, JsonBody, SessionDep
+from app.api.schemas import BinsPublic, ModelCreate, ModelList, ModelPublic, ModelUpdate, Problem
+from app.services import models as service
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    code: {"model": Problem, "content": {"application/problem+json": {}}}
+    for code in (401, 403, 404, 409, 415, 422)
+}
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    dependencies=[JsonBody],
+    responses=PROBLEMS,
+    summary="Register a model (admin)",
+)
+def create_model(
+    data: ModelCreate, _admin: AdminDep, session: SessionDep, response: Response
+) -> ModelPublic:
+    model = service.create_model(session, data, datetime.now(UTC))
+    response.headers["Location"] = f"/v1/models/{model.name}"
+    return service.to_public(model)
+
+
+@router.get("", responses=PROBLEMS, summary="List the models (admin)")
+def list_models(_admin: AdminDep, session: SessionDep) -> ModelList:
+    return ModelList(models=[service.to_public(m) for m in service.list_models(session)])
+
+
+@router.get("/{name}", responses=PROBLEMS, summary="One model's settings (admin or any key of it)")
+def get_model(model: AnyScopeModelDep) -> ModelPublic:
+    return service.to_public(model)
+
+
+@router.patch(
+    "/{name}", dependencies=[JsonBody], responses=PROBLEMS, summary="Update settings (admin)"
+)
+def update_model(data: ModelUpdate, model: AdminModelDep, session: SessionDep) -> ModelPublic:
+    return service.to_public(service.update_model(session, model, data, datetime.now(UTC)))
+
+
+@router.get(
+    "/{name}/bins",
+    responses=PROBLEMS,
+    summary="The model's score bins, for histogram batches (admin or any key of it)",
+)
+def get_bins(model: AnyScopeModelDep) -> BinsPublic:
+    return BinsPublic(
+        n_bins=model.n_bins,
+        thresholds=[float(t) for t in model.thresholds],
+        edges=service.bin_edges_list(model),
+    )

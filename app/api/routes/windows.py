@@ -1,0 +1,135 @@
+"""Windows of a model: list (with re-windowing) and one window in full (read scope)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Query
+from pydantic import AwareDatetime, BaseModel, Field
+from starlette.responses import Response
+
+from app.api.deps import ReadModelDep, SessionDep
+from app.api.errors import ProblemError
+from app.api.routes.models import PROBLEMS
+from app.services.model_config import ModelConfig
+from app.services.window_read import get_window, iso, list_windows
+
+router = APIRouter(prefix="/v1/models/{name}/windows", tags=["windows"])
+
+FromQuery = Annotated[
+    AwareDatetime | None,
+    Query(
+        alias="from",
+        description="first window start (rounded down to its window); "
+        "default: 100 windows before `to`",
+    ),
+]
+ToQuery = Annotated[
+    AwareDatetime | None, Query(description="window starts before this instant; default: now")
+]
+SegmentQuery = Annotated[
+    str | None,
+    Query(description="a registered segment; omitted: the all-traffic windows"),
+]
+GranularityQuery = Annotated[
+    str | None,
+    Query(
+        description="window length to report (5m, 15m, 1h, 6h, 1d, 1w), a multiple of the "
+        "model's window: longer windows are summed exactly from the stored ones and computed "
+        "now; omitted: the model's window",
+        examples=["1d"],
+    ),
+]
+
+
+class WindowOut(BaseModel):
+    """One window (documentation of the response; see docs/reading.md)."""
+
+    start: datetime
+    end: datetime
+    segment: str | None = Field(description="null: the all-traffic window")
+    granularity: str
+    n: int
+    positives: int
+    prior: float | None
+    status: str = Field(description='"fresh" or "pending" (waiting for the worker)')
+    metrics: dict[str, float | None] = Field(description="names as in evaluate")
+    reasons: dict[str, str] = Field(description="why each null metric is null")
+    intervals: dict[str, dict[str, float | None]] = Field(
+        description="credible intervals {lower, upper, level} of prior-invariant metrics"
+    )
+    drift: dict[str, Any] | None = Field(
+        description='{"verdict", "prior", "likelihood", "attribution"}; verdict "reference" '
+        "inside the reference period"
+    )
+    computed_at: datetime | None
+    aggregate_version: int | None
+    merged_windows: int
+    curves: dict[str, Any] | None = Field(
+        default=None, description="single-window view only: roc, pr, calibrated_pr, oprc"
+    )
+
+
+class WindowList(BaseModel):
+    windows: list[WindowOut]
+
+
+def _json(document: Any) -> Response:
+    return Response(orjson.dumps(document), media_type="application/json")
+
+
+@router.get(
+    "",
+    response_model=WindowList,
+    responses=PROBLEMS,
+    summary="Windows with metrics and drift verdicts (read scope)",
+)
+def list_model_windows(
+    model: ReadModelDep,
+    session: SessionDep,
+    start_from: FromQuery = None,
+    to: ToQuery = None,
+    segment: SegmentQuery = None,
+    granularity: GranularityQuery = None,
+) -> Response:
+    views = list_windows(
+        session,
+        ModelConfig.from_row(model),
+        segment=segment,
+        start_from=start_from,
+        to=to,
+        granularity=granularity,
+        now=datetime.now(UTC),
+    )
+    return _json({"windows": [v.to_dict() for v in views]})
+
+
+@router.get(
+    "/{start}",
+    response_model=WindowOut,
+    responses=PROBLEMS,
+    summary="One window in full, curves included (read scope)",
+)
+def get_model_window(
+    start: AwareDatetime,
+    model: ReadModelDep,
+    session: SessionDep,
+    segment: SegmentQuery = None,
+    granularity: GranularityQuery = None,
+) -> Response:
+    view = get_window(
+        session,
+        ModelConfig.from_row(model),
+        start,
+        segment=segment,
+        granularity=granularity,
+        now=datetime.now(UTC),
+    )
+    if view is None:
+        where = f"segment {segment!r}" if segment else "all traffic"
+        raise ProblemError(
+            404, "window-not-found", f"no data in the window starting {iso(start)} ({where})"
+        )
+    return _json(view.to_dict(with_curves=True))

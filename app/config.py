@@ -1,0 +1,115 @@
+"""One settings object for the whole service (pydantic-settings).
+
+Every value comes from the environment with the ``PRIORWATCH_`` prefix (a
+``.env`` file in the working directory may supply it), e.g.
+``PRIORWATCH_DATABASE_URL`` or ``PRIORWATCH_MAX_BATCH_ROWS``.
+:func:`get_settings` builds it once per process; tests build their own
+:class:`Settings` and pass it to ``create_app``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import lru_cache
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Admin tokens that are refused because they are known placeholders.
+PLACEHOLDER_SECRETS = frozenset(
+    {"changeme", "change-me", "change_me", "secret", "admin", "password", "token", "test"}
+)
+#: Shortest admin token accepted (characters).
+MIN_ADMIN_TOKEN_LENGTH = 16
+
+
+class Settings(BaseSettings):
+    """Service configuration; see docs/api.md ("Limits") for what each limit guards."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PRIORWATCH_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        frozen=True,
+    )
+
+    database_url: str = Field(
+        default="sqlite:///./priorwatch.db",
+        description="SQLAlchemy URL: sqlite:///path or postgresql+psycopg://user@host/db",
+    )
+    admin_token: SecretStr | None = Field(
+        default=None,
+        description="bearer token with admin scope; admin calls are refused while unset",
+    )
+
+    # --- request limits -------------------------------------------------
+    max_body_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        gt=0,
+        description="largest accepted request body in bytes (413 above it)",
+    )
+    max_batch_rows: int = Field(
+        default=1_000_000,
+        gt=0,
+        description="most rows (scores) in one batch or one /v1/evaluate call",
+    )
+    backfill_max_age_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="oldest accepted batch timestamp, in days before now",
+    )
+    future_skew_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="how far in the future a batch timestamp may be (client clock skew)",
+    )
+
+    # --- database -------------------------------------------------------
+    sqlite_busy_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="how long a SQLite writer waits for the database lock",
+    )
+    database_pool_size: int = Field(
+        default=10, gt=0, description="connections kept per process (Postgres)"
+    )
+
+    # --- embedded mode --------------------------------------------------
+    embedded_worker: bool = Field(
+        default=True,
+        description="on SQLite, `priorwatch serve` also runs the worker in-process",
+    )
+
+    @field_validator("admin_token")
+    @classmethod
+    def _refuse_placeholder_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        token = value.get_secret_value()
+        if token == "":
+            return None  # PRIORWATCH_ADMIN_TOKEN= (empty) means "not set"
+        if token.strip().lower() in PLACEHOLDER_SECRETS:
+            raise ValueError("is a placeholder; set a random secret")
+        if len(token) < MIN_ADMIN_TOKEN_LENGTH:
+            raise ValueError(f"must have at least {MIN_ADMIN_TOKEN_LENGTH} characters")
+        return value
+
+    @property
+    def is_sqlite(self) -> bool:
+        """True when the database is a SQLite file (embedded mode)."""
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def backfill_max_age(self) -> timedelta:
+        return timedelta(days=self.backfill_max_age_days)
+
+    @property
+    def future_skew(self) -> timedelta:
+        return timedelta(seconds=self.future_skew_seconds)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment once."""
+    return Settings()

@@ -1,0 +1,262 @@
+"""The tables (SQLAlchemy 2 typed models). Alembic owns the schema: see migrations/.
+
+Every table's primary key leads with the model (``model_id``), so the schema
+can be distributed by model (e.g. Citus) without redesign. Timestamps end in
+``_at`` and are timezone-aware UTC.
+
+Segments: a batch may name one of the model's registered segments. Window
+aggregates exist per segment and for all traffic; the all-traffic aggregate
+uses the reserved segment key :data:`ALL_SEGMENTS` (``"*"``, shown as
+``segment: null`` in the API). Segment names are slugs, so ``"*"`` sorts
+before every one of them: rows are always locked in ``segment`` order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Double,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base
+from app.db.types import Float64Array, Int64Array, JSONDocument, UTCDateTime
+
+ALL_SEGMENTS = "*"
+"""Segment key of the all-traffic aggregate of a window."""
+
+BATCH_KINDS = ("scores", "histogram", "confusion_matrix")
+"""What a batch carried: raw scores and labels, per-bin counts, or one confusion matrix."""
+
+WINDOW_STATUSES = ("fresh", "stale", "error")
+"""``window_metrics.status``: computed from the current aggregate version, from an
+older one (a batch arrived since), or the computation failed."""
+
+
+class Model(Base):
+    """A monitored binary classifier and its monitoring settings.
+
+    ``thresholds``, ``window``, ``n_bins`` and ``bin_edges`` are fixed at
+    creation: the stored histograms and per-threshold counts are only
+    meaningful over the edges they were counted on (docs/api.md, "Models").
+    """
+
+    __tablename__ = "model"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    description: Mapped[str | None] = mapped_column(Text)
+    window: Mapped[str] = mapped_column(String(8))
+    """Window length: one of app.services.windowing.WINDOW_LENGTHS ("5m" ... "1w")."""
+    thresholds: Mapped[list[float]] = mapped_column(JSONDocument)
+    """Decision thresholds; thresholds[0] is the primary one. Each is an exact bin edge."""
+    pi0: Mapped[float] = mapped_column(Double)
+    """Reference prior agreed with the client (SLA prior), in (0, 1)."""
+    cost_ratio: Mapped[float | None] = mapped_column(Double)
+    """r_C = C_FN / (C_FN + C_FP); derived from ``costs`` when those were given."""
+    costs: Mapped[dict[str, float] | None] = mapped_column(JSONDocument)
+    """Unit costs {"tp", "fp", "fn", "tn"} when registered that way, else null."""
+    segments: Mapped[list[str]] = mapped_column(JSONDocument)
+    """Registered segment names; batches may only name one of these."""
+    sla: Mapped[list[dict[str, Any]]] = mapped_column(JSONDocument)
+    """SLA objectives: [{"metric": name as in evaluate, "op": ">=" | "<=", "target": float}]."""
+    drift: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    """Drift settings: {"reference": {"from", "to"} | {"trailing_windows"} | null,
+    "alpha", "min_prior_effect", "min_likelihood_effect", "min_class_count",
+    "test_bins"} (the fields of app.drift.settings.DriftSettings plus the reference)."""
+    n_bins: Mapped[int] = mapped_column(Integer)
+    bin_edges: Mapped[npt.NDArray[np.float64]] = mapped_column(Float64Array)
+    """float64, shape (n_bins + 1,): bin j is [edges[j], edges[j+1]), the last one closed."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        CheckConstraint("pi0 > 0 AND pi0 < 1", name="pi0_open_unit"),
+        CheckConstraint("n_bins > 0", name="n_bins_positive"),
+    )
+
+    @property
+    def primary_threshold(self) -> float:
+        return float(self.thresholds[0])
+
+
+class ApiKey(Base):
+    """A bearer token of one model with scopes ``ingest`` and/or ``read``.
+
+    Only the SHA-256 of the token is stored; ``prefix`` is its first characters,
+    shown in listings so that a user can tell keys apart.
+    """
+
+    __tablename__ = "api_key"
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("model.id", ondelete="CASCADE"), primary_key=True
+    )
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    token_hash: Mapped[str] = mapped_column(String(64))
+    """Hex SHA-256 of the token."""
+    prefix: Mapped[str] = mapped_column(String(16))
+    scopes: Mapped[list[str]] = mapped_column(JSONDocument)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_api_key_token_hash", "token_hash"),)
+
+
+class Batch(Base):
+    """Append-only record of one accepted batch; never rewritten or deleted.
+
+    ``idempotency_key`` is unique per model; ``request_hash`` (SHA-256 of the
+    request body) tells a replay from a conflicting reuse, and ``response`` is
+    the body answered the first time, replayed verbatim.
+    """
+
+    __tablename__ = "batch"
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("model.id", ondelete="CASCADE"), primary_key=True
+    )
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=uuid.uuid4)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    """One of BATCH_KINDS."""
+    event_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    """The batch's ``timestamp`` (event time); it chose the window."""
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime)
+    segment: Mapped[str | None] = mapped_column(String(64))
+    """The registered segment the batch named, or null (all traffic only)."""
+    n: Mapped[int] = mapped_column(BigInteger)
+    """Rows (examples) in the batch."""
+    positives: Mapped[int] = mapped_column(BigInteger)
+    """Rows with label 1."""
+    response: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        UniqueConstraint("model_id", "idempotency_key"),
+        Index("ix_batch_model_id_window_start", "model_id", "window_start"),
+        CheckConstraint("kind IN ('scores', 'histogram', 'confusion_matrix')", name="kind_known"),
+        CheckConstraint("n > 0 AND positives >= 0 AND positives <= n", name="counts_valid"),
+    )
+
+
+class WindowAggregate(Base):
+    """Everything one window of one segment received, as exact sums.
+
+    Every field is a sum over the window's batches, so windows merge exactly
+    (hour -> day -> week) and batches may arrive in any order.
+
+    Coverage: ``n``/``positives`` count every row. The histograms count rows
+    of ``scores`` and ``histogram`` batches; the probability sums only rows of
+    ``scores`` batches (their ``sums_positives + sums_negatives`` says how
+    many); ``confusion[0]`` (primary threshold) covers every row, the other
+    thresholds only the rows with histograms (a ``confusion_matrix`` batch is
+    counted at the primary threshold alone).
+
+    Worker protocol: every batch increments ``version`` and sets ``dirty``
+    (``dirty_since`` keeps the first unprocessed change, for the lag gauge). A
+    worker claims dirty rows with ``SELECT ... FOR UPDATE SKIP LOCKED`` (setting
+    ``lease_expires_at`` if it wants a lease), computes from the version it
+    read, writes ``window_metrics`` with that ``aggregate_version``, and clears
+    the mark with ``UPDATE ... SET dirty = false WHERE ... AND version = :read``
+    so that a batch that arrived meanwhile keeps the window dirty.
+    """
+
+    __tablename__ = "window_aggregate"
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("model.id", ondelete="CASCADE"), primary_key=True
+    )
+    segment: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """A registered segment, or ALL_SEGMENTS ("*") for all traffic."""
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger, default=0)
+    positives: Mapped[int] = mapped_column(BigInteger, default=0)
+    hist_positives: Mapped[npt.NDArray[np.int64] | None] = mapped_column(Int64Array)
+    """int64, shape (n_bins,): actual positives with a score in bin j; null until a
+    batch with scores or a histogram arrives."""
+    hist_negatives: Mapped[npt.NDArray[np.int64] | None] = mapped_column(Int64Array)
+    """int64, shape (n_bins,): actual negatives with a score in bin j."""
+    confusion: Mapped[list[dict[str, float]]] = mapped_column(JSONDocument)
+    """[{"threshold", "tp", "fp", "fn", "tn"}] in the order of model.thresholds."""
+    sums_positives: Mapped[int | None] = mapped_column(BigInteger)
+    """ProbabilitySums.positives: positives covered by the sums below (null: none)."""
+    sums_negatives: Mapped[int | None] = mapped_column(BigInteger)
+    brier_sum: Mapped[float | None] = mapped_column(Double)
+    log_loss_sum: Mapped[float | None] = mapped_column(Double)
+    score_sum_positive: Mapped[float | None] = mapped_column(Double)
+    score_sum_negative: Mapped[float | None] = mapped_column(Double)
+    version: Mapped[int] = mapped_column(BigInteger, default=0)
+    dirty: Mapped[bool] = mapped_column(Boolean, default=False)
+    dirty_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    """Optional worker lease: a claimer skips dirty rows whose lease has not expired."""
+    claim_attempt: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    """Fencing token: every worker claim increments it; a worker may complete the window
+    only while it holds the latest attempt (app/worker/queue.py)."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    __table_args__ = (
+        Index(
+            "ix_window_aggregate_dirty",
+            "model_id",
+            "dirty_since",
+            postgresql_where=text("dirty"),
+            sqlite_where=text("dirty"),
+        ),
+    )
+
+
+class WindowMetrics(Base):
+    """What the worker computed for one aggregate, and from which version of it."""
+
+    __tablename__ = "window_metrics"
+
+    model_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    segment: Mapped[str] = mapped_column(String(64), primary_key=True)
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    aggregate_version: Mapped[int] = mapped_column(BigInteger)
+    computed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    status: Mapped[str] = mapped_column(String(16))
+    """One of WINDOW_STATUSES."""
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
+    drift: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
+    curves: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
+    intervals: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
+    """Intervals {metric: {"lower", "upper", "level"}} (app/services/window_compute.py)."""
+    reasons: Mapped[dict[str, str] | None] = mapped_column(JSONDocument)
+    """Why each None metric is None: "insufficient_data" or the formula's undefined case."""
+    error: Mapped[str | None] = mapped_column(Text)
+    """Status "error": what failed (the window is not retried until its aggregate changes)."""
+
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["model_id", "segment", "window_start"],
+            [
+                "window_aggregate.model_id",
+                "window_aggregate.segment",
+                "window_aggregate.window_start",
+            ],
+            ondelete="CASCADE",
+            name="fk_window_metrics_window_aggregate",
+        ),
+    )

@@ -1,0 +1,143 @@
+"""Engine and session factory.
+
+SQLite (embedded mode) is configured for one writer at a time: WAL journal (readers
+never block the writer), foreign keys on, a busy timeout, and SQLAlchemy's
+recommended explicit transaction control so that a writer can start its
+transaction with ``BEGIN IMMEDIATE`` (take the write lock first, then read:
+no lost updates between read and write). Use :func:`begin_write` for that.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings
+
+SQLITE_BEGIN_OPTION = "priorwatch_sqlite_begin"
+"""Connection execution option naming the SQLite BEGIN mode (DEFERRED or IMMEDIATE)."""
+
+
+def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
+    """An engine for ``database_url`` with the service's connection settings.
+
+    Parameters
+    ----------
+    database_url : str
+        SQLAlchemy URL (``sqlite:///file.db`` or ``postgresql+psycopg://...``).
+    settings : Settings, optional
+        Pool size and SQLite busy timeout; defaults of :class:`Settings` if omitted.
+    """
+    settings = settings or Settings(database_url=database_url)
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        engine = create_engine(
+            url,
+            connect_args={
+                "timeout": settings.sqlite_busy_timeout_seconds,
+                "check_same_thread": False,
+            },
+        )
+        _configure_sqlite(engine, settings)
+        return engine
+    return create_engine(
+        url,
+        pool_size=settings.database_pool_size,
+        max_overflow=settings.database_pool_size,
+        pool_pre_ping=True,
+    )
+
+
+def _configure_sqlite(engine: Engine, settings: Settings) -> None:
+    busy_ms = int(settings.sqlite_busy_timeout_seconds * 1000)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Hand transaction control to SQLAlchemy (the "begin" hook below).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys = ON")
+        cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+        if engine.url.database not in (None, "", ":memory:"):
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        mode = conn.get_execution_options().get(SQLITE_BEGIN_OPTION, "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def make_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Sessions that never expire on commit (handlers read objects after commit)."""
+    return sessionmaker(bind=engine, expire_on_commit=False, autoflush=False)
+
+
+_SQLITE_WRITERS: dict[str, threading.Lock] = {}
+_SQLITE_WRITERS_GUARD = threading.Lock()
+
+
+def _sqlite_writer_lock(engine: Engine) -> threading.Lock:
+    """One lock per SQLite database in this process: writers queue here, in order,
+    instead of polling SQLite's busy handler."""
+    key = str(engine.url)
+    with _SQLITE_WRITERS_GUARD:
+        return _SQLITE_WRITERS.setdefault(key, threading.Lock())
+
+
+@contextmanager
+def write_transaction(session: Session) -> Iterator[None]:
+    """Run the block as one write transaction of ``session``, committed at the end.
+
+    On SQLite: a read transaction left open by the session is ended first (it
+    holds no writes), then the process's writer lock and ``BEGIN IMMEDIATE``
+    are taken: writes are serialised and a read inside the block sees the
+    latest data. On PostgreSQL an open transaction is kept (it may hold a
+    transaction-level advisory lock); rows are locked by the queries.
+    Any exception rolls the transaction back.
+    """
+    engine = session.get_bind()
+    if engine.dialect.name != "sqlite":
+        try:
+            yield
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        return
+    if session.new or session.dirty or session.deleted:
+        raise RuntimeError("write_transaction() would discard pending changes")
+    if session.in_transaction():
+        session.rollback()
+    assert isinstance(engine, Engine)
+    with _sqlite_writer_lock(engine):
+        begin_write(session)
+        try:
+            yield
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+
+
+def begin_write(session: Session) -> None:
+    """Start ``session``'s transaction as a writer.
+
+    On SQLite this issues ``BEGIN IMMEDIATE``, taking the database write lock
+    before the first read, so a read-modify-write cannot interleave with
+    another writer. On PostgreSQL it only starts the transaction; writers
+    there lock rows (``SELECT ... FOR UPDATE``). Call it before any query.
+    """
+    if session.in_transaction():
+        raise RuntimeError("begin_write() must be called before the session's first query")
+    if session.get_bind().dialect.name == "sqlite":
+        session.connection(execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+    else:
+        session.connection()

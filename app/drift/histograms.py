@@ -1,0 +1,101 @@
+"""Per-class score histograms of one window (or of a whole reference period)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from app.metrics._validation import InvalidInput
+from app.metrics.binning import check_bin_edges
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def _check_counts(counts: object, n_bins: int, field: str) -> FloatArray:
+    c = np.array(counts, dtype=np.float64)
+    if c.ndim != 1 or c.shape[0] != n_bins:
+        raise InvalidInput(field, f"must be a one-dimensional array of {n_bins} bin counts")
+    if not np.all(np.isfinite(c)) or np.any(c < 0.0) or np.any(c != np.floor(c)):
+        raise InvalidInput(field, "must hold whole numbers >= 0 (examples per bin)")
+    c.flags.writeable = False
+    return c
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WindowHistograms:
+    """Score histograms of the two classes over shared bin edges.
+
+    Parameters
+    ----------
+    positives : array of shape (J,)
+        ``positives[j]`` = number of actual positives with score in bin j,
+        ``[edges[j], edges[j+1])`` (the last bin is closed at ``edges[J]``).
+    negatives : array of shape (J,)
+        The same for actual negatives.
+    edges : array of shape (J + 1,)
+        Strictly increasing scores from 0.0 to 1.0
+        (``app.metrics.binning.check_bin_edges``).
+
+    The arrays are validated, copied to float64 and made read-only; bad input
+    raises :class:`~app.metrics._validation.InvalidInput` naming the field.
+
+    Examples
+    --------
+    >>> h = WindowHistograms([1, 3], [5, 1], [0.0, 0.5, 1.0])
+    >>> h.n_positives, h.n_negatives, h.prior
+    (4.0, 6.0, 0.4)
+    """
+
+    positives: FloatArray
+    negatives: FloatArray
+    edges: FloatArray
+
+    def __init__(self, positives: object, negatives: object, edges: object) -> None:
+        e = np.array(check_bin_edges(edges), dtype=np.float64)
+        e.flags.writeable = False
+        j = e.shape[0] - 1
+        object.__setattr__(self, "edges", e)
+        object.__setattr__(self, "positives", _check_counts(positives, j, "positives"))
+        object.__setattr__(self, "negatives", _check_counts(negatives, j, "negatives"))
+
+    @property
+    def n_positives(self) -> float:
+        """P, the number of actual positives."""
+        return float(self.positives.sum())
+
+    @property
+    def n_negatives(self) -> float:
+        """N, the number of actual negatives."""
+        return float(self.negatives.sum())
+
+    @property
+    def n(self) -> float:
+        """P + N."""
+        return self.n_positives + self.n_negatives
+
+    @property
+    def prior(self) -> float:
+        """pi = P / n (nan for an empty window)."""
+        return self.n_positives / self.n if self.n else float("nan")
+
+    @classmethod
+    def pooled(cls, windows: Iterable[WindowHistograms]) -> WindowHistograms:
+        """The sum of windows over the same edges (e.g. a reference period).
+
+        Raises ``InvalidInput("windows", ...)`` when there is no window or the
+        edges differ.
+        """
+        items = list(windows)
+        if not items:
+            raise InvalidInput("windows", "must contain at least one window")
+        edges = items[0].edges
+        if any(not np.array_equal(w.edges, edges) for w in items[1:]):
+            raise InvalidInput("windows", "must all share the same bin edges")
+        return cls(
+            np.sum([w.positives for w in items], axis=0),
+            np.sum([w.negatives for w in items], axis=0),
+            edges,
+        )

@@ -1,0 +1,136 @@
+"""The Prometheus names the exporter exposes (fixed: dashboards and alert rules use them).
+
+Every family is documented in docs/reading.md ("Prometheus exposition").
+Counter names are given without ``_total`` where prometheus_client adds it;
+:data:`EXPOSED_NAMES` lists the sample names exactly as they appear in the
+text exposition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PREFIX = "priorwatch_"
+
+WINDOW_METRIC = "priorwatch_window_metric"
+"""gauge {model, segment, metric}: a metric of the latest fresh window."""
+WINDOW_METRIC_LOWER = "priorwatch_window_metric_lower"
+"""gauge {model, segment, metric}: lower credible bound of a prior-invariant metric."""
+WINDOW_METRIC_UPPER = "priorwatch_window_metric_upper"
+"""gauge {model, segment, metric}: upper credible bound of a prior-invariant metric."""
+WINDOW_EXAMPLES = "priorwatch_window_examples"
+"""gauge {model, segment, class}: examples of each class in the latest fresh window."""
+WINDOW_END = "priorwatch_window_end_timestamp_seconds"
+"""gauge {model, segment}: end of the latest fresh window, unix seconds."""
+DRIFT_FLAG = "priorwatch_drift_flag"
+"""gauge {model, segment, kind}: 1 if the prior/likelihood flag is raised, else 0."""
+DRIFT_P_VALUE = "priorwatch_drift_p_value"
+"""gauge {model, segment, kind}: p-value of the drift test."""
+DRIFT_EFFECT = "priorwatch_drift_effect"
+"""gauge {model, segment, kind}: effect size (prior: |change of pi|; likelihood: max PSI)."""
+SLA_MET = "priorwatch_sla_objective_met"
+"""gauge {model, segment, objective}: 1 met, 0 breached, in the latest fresh window."""
+SLA_TARGET = "priorwatch_sla_objective_target"
+"""gauge {model, objective}: the objective's target value."""
+BATCHES_INGESTED = "priorwatch_batches_ingested"
+"""counter {model} (exposed as ``..._total``): accepted batches."""
+PREDICTIONS_INGESTED = "priorwatch_predictions_ingested"
+"""counter {model} (exposed as ``..._total``): accepted rows."""
+BATCHES_REJECTED = "priorwatch_batches_rejected"
+"""counter {reason} (exposed as ``..._total``): rejected batch requests, per process."""
+DIRTY_WINDOWS = "priorwatch_dirty_windows"
+"""gauge: windows waiting for the worker."""
+WORKER_LAG = "priorwatch_worker_lag_seconds"
+"""gauge: age of the oldest dirty mark in seconds (0 when none)."""
+
+ALL_SEGMENTS_LABEL = "all"
+"""``segment`` label value of the all-traffic window."""
+
+EXPOSED_NAMES: tuple[str, ...] = (
+    WINDOW_METRIC,
+    WINDOW_METRIC_LOWER,
+    WINDOW_METRIC_UPPER,
+    WINDOW_EXAMPLES,
+    WINDOW_END,
+    DRIFT_FLAG,
+    DRIFT_P_VALUE,
+    DRIFT_EFFECT,
+    SLA_MET,
+    SLA_TARGET,
+    BATCHES_INGESTED + "_total",
+    PREDICTIONS_INGESTED + "_total",
+    BATCHES_REJECTED + "_total",
+    DIRTY_WINDOWS,
+    WORKER_LAG,
+)
+"""Every ``priorwatch_*`` sample name of the exposition (for rules and dashboards)."""
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """One exposed metric family: name (counters without ``_total``), type, help, labels."""
+
+    name: str
+    kind: str
+    help: str
+    labels: tuple[str, ...]
+
+
+_WINDOW = ("model", "segment")
+FAMILIES: tuple[FamilySpec, ...] = (
+    FamilySpec(
+        WINDOW_METRIC,
+        "gauge",
+        "Metric of the latest fresh window (names as in evaluate)",
+        (*_WINDOW, "metric"),
+    ),
+    FamilySpec(
+        WINDOW_METRIC_LOWER,
+        "gauge",
+        "Lower credible bound of a prior-invariant metric of the latest fresh window",
+        (*_WINDOW, "metric"),
+    ),
+    FamilySpec(
+        WINDOW_METRIC_UPPER,
+        "gauge",
+        "Upper credible bound of a prior-invariant metric of the latest fresh window",
+        (*_WINDOW, "metric"),
+    ),
+    FamilySpec(
+        WINDOW_EXAMPLES,
+        "gauge",
+        "Examples of each class in the latest fresh window",
+        (*_WINDOW, "class"),
+    ),
+    FamilySpec(WINDOW_END, "gauge", "End of the latest fresh window (unix seconds)", _WINDOW),
+    FamilySpec(
+        DRIFT_FLAG,
+        "gauge",
+        "1 if the drift flag is raised in the latest fresh window, else 0",
+        (*_WINDOW, "kind"),
+    ),
+    FamilySpec(
+        DRIFT_P_VALUE,
+        "gauge",
+        "p-value of the drift test in the latest fresh window",
+        (*_WINDOW, "kind"),
+    ),
+    FamilySpec(
+        DRIFT_EFFECT,
+        "gauge",
+        "Drift effect size (prior: absolute change of pi; likelihood: max per-class PSI)",
+        (*_WINDOW, "kind"),
+    ),
+    FamilySpec(
+        SLA_MET,
+        "gauge",
+        "1 if the SLA objective is met in the latest fresh window, 0 if breached",
+        (*_WINDOW, "objective"),
+    ),
+    FamilySpec(SLA_TARGET, "gauge", "Target value of the SLA objective", ("model", "objective")),
+    FamilySpec(BATCHES_INGESTED, "counter", "Accepted batches", ("model",)),
+    FamilySpec(PREDICTIONS_INGESTED, "counter", "Accepted rows (examples)", ("model",)),
+    FamilySpec(DIRTY_WINDOWS, "gauge", "Windows waiting for the worker", ()),
+    FamilySpec(WORKER_LAG, "gauge", "Age of the oldest dirty mark in seconds (0 when none)", ()),
+)
+"""Every family of the collector, in exposition order."""

@@ -1,0 +1,71 @@
+"""What ``GET /metrics`` serves: stored window results, rejections, process metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import FastAPI
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from sqlalchemy.orm import Session
+
+from app.exporter.collector import WindowResultsCollector
+from app.exporter.rejections import RejectionCounter, RejectionCountingMiddleware
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+"""Media type of the exposition (Prometheus text format 0.0.4)."""
+
+
+class Exporter:
+    """The application's Prometheus exposition.
+
+    Attributes
+    ----------
+    windows : WindowResultsCollector
+        Stored window results, queue and ingestion counters (read per scrape).
+    rejections : RejectionCounter
+        Rejected batch requests of this process, by reason.
+    process : CollectorRegistry
+        The rejection counter and prometheus_client's process, platform and
+        garbage-collector metrics.
+    registry : CollectorRegistry
+        Everything, as one prometheus_client registry (for library users; the
+        endpoint writes the window families itself, see :meth:`render`).
+
+    Each application (and each test) builds its own: nothing goes through
+    prometheus_client's global registry.
+    """
+
+    def __init__(self, session_factory: Callable[[], Session]) -> None:
+        self.windows = WindowResultsCollector(session_factory)
+        self.rejections = RejectionCounter()
+        self.process = CollectorRegistry(auto_describe=False)
+        self.process.register(self.rejections)
+        ProcessCollector(registry=self.process)
+        PlatformCollector(registry=self.process)
+        GCCollector(registry=self.process)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.windows)
+        self.registry.register(self.process)  # a registry is itself a collector
+
+    def render(self) -> bytes:
+        """The full exposition in text format 0.0.4 (window families written directly)."""
+        return self.windows.render_text().encode() + generate_latest(self.process)
+
+
+def install_exporter(app: FastAPI) -> None:
+    """Give ``app`` its :class:`Exporter` (``app.state.exporter``) and the
+    rejection-counting middleware.
+
+    Call it in ``create_app`` after ``app.state.session_factory`` is set and
+    after the other ``add_middleware`` calls (the middleware must be outermost
+    to see their answers). ``GET /metrics`` is app/api/routes/metrics.py.
+    """
+    exporter = Exporter(app.state.session_factory)
+    app.state.exporter = exporter
+    app.add_middleware(RejectionCountingMiddleware, counter=exporter.rejections)

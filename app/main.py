@@ -1,0 +1,82 @@
+"""The FastAPI application: ``create_app()``; ``run()`` serves it (``priorwatch serve``).
+
+Nothing happens at import time: the engine, the session factory and the
+embedded worker are created by :func:`create_app` and its lifespan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.api.body_limit import BodySizeLimitMiddleware
+from app.api.errors import register_exception_handlers
+from app.api.openapi import register_documented_schemas
+from app.api.routes import ROUTERS
+from app.config import Settings, get_settings
+from app.db.session import make_engine, make_session_factory
+from app.exporter.registry import install_exporter
+
+API_VERSION = "1"
+
+StopFunction = Callable[[], None]
+
+
+def start_embedded_worker(app: FastAPI, settings: Settings) -> StopFunction | None:
+    """HOOK: start the in-process worker of embedded mode; return its stop function.
+
+    Called once by the lifespan at startup. In embedded mode (SQLite database
+    and ``settings.embedded_worker``) it must start ONE worker thread that
+    processes dirty windows, using ``app.state.session_factory`` (or
+    ``app.state.engine``), and return a function that stops and joins it;
+    the lifespan calls that function at shutdown. Otherwise it returns None:
+    PostgreSQL deployments run ``priorwatch worker`` processes instead.
+    """
+    if not (settings.is_sqlite and settings.embedded_worker):
+        return None
+    from app.worker.runner import start_in_process
+
+    return start_in_process(app.state.session_factory)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the application for ``settings`` (default: from the environment)."""
+    settings = settings or get_settings()
+    engine = make_engine(settings.database_url, settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop_worker = start_embedded_worker(app, settings)
+        try:
+            yield
+        finally:
+            if stop_worker is not None:
+                stop_worker()
+            engine.dispose()
+
+    app = FastAPI(
+        title="priorwatch",
+        version=API_VERSION,
+        description="Prior-invariant performance monitoring for binary classifiers. "
+        "Errors are application/problem+json (RFC 9457); see docs/api.md.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = make_session_factory(engine)
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    install_exporter(app)  # GET /metrics registry; rejection counter (outermost middleware)
+    register_exception_handlers(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    register_documented_schemas(app)
+    return app
+
+
+def run(host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Serve the API with uvicorn (``priorwatch serve``)."""
+    import uvicorn
+
+    uvicorn.run(create_app(), host=host, port=port, log_level="info")

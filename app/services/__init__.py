@@ -1,0 +1,1 @@
+"""Use cases: load -> validate/compute -> persist. Services own the transaction."""

@@ -1,0 +1,319 @@
+"""Turn a raw batch body into validated counts, without per-element Python work.
+
+Two parsers, one meaning:
+
+- fast path (the common raw batch): simdjson validates the whole document and
+  converts the ``scores`` and ``labels`` arrays straight to float64/int64
+  buffers in C, with no Python object per element (bench/bench_ingest.py);
+- general path: orjson, then one numpy conversion per array. It handles
+  everything the fast path declines (nested or non-numeric arrays, labels
+  written as 1.0 or true, histograms, malformed JSON), so the fast path only
+  ever takes documents whose meaning is unambiguous.
+
+Validation of scores and labels is :func:`app.metrics._validation.
+check_scores_labels` (one place decides). Every error is
+:class:`InvalidInput` naming the field, or :class:`MalformedBody`; nothing
+here touches the database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+import simdjson
+
+from app.config import Settings
+from app.metrics._validation import InvalidInput, check_scores_labels
+from app.metrics.binning import histogram_counts
+from app.metrics.confusion import ConfusionCounts
+from app.metrics.curves import cumulative_counts_from_histograms
+from app.metrics.probability import ProbabilitySums
+from app.services.errors import MalformedBody
+from app.services.model_config import ModelConfig
+from app.services.windowing import window_start
+
+BATCH_FIELDS = frozenset(
+    {"timestamp", "segment", "scores", "labels", "histogram", "confusion_matrix"}
+)
+MAX_EXACT_COUNT = 2**53
+"""Largest total count accepted in a pre-aggregated batch (exact in float64)."""
+
+Counts = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, eq=False)
+class ParsedBatch:
+    """One validated batch, reduced to the sums a window aggregate stores.
+
+    Attributes
+    ----------
+    kind : "scores", "histogram" or "confusion_matrix".
+    event_at : event time (UTC); ``window_start`` is the start of its window.
+    segment : a registered segment, or None.
+    n, positives : rows and rows with label 1.
+    hist_positives, hist_negatives : int64, shape (n_bins,), or None for a
+        confusion-matrix batch; element j counts the class's rows in bin j.
+    confusion : one entry per model threshold (primary first): the exact
+        matrix at that threshold, or None where the batch does not tell it
+        (a confusion-matrix batch only knows the primary threshold).
+    sums : per-example probability sums (scores batches only), else None.
+    """
+
+    kind: str
+    event_at: datetime
+    window_start: datetime
+    segment: str | None
+    n: int
+    positives: int
+    hist_positives: Counts | None
+    hist_negatives: Counts | None
+    confusion: tuple[ConfusionCounts | None, ...]
+    sums: ProbabilitySums | None
+
+
+def _has_exactly_two(body: bytes, char: bytes) -> bool:
+    first = body.find(char)
+    second = body.find(char, first + 1) if first >= 0 else -1
+    return second >= 0 and body.find(char, second + 1) < 0  # find() is memchr-fast
+
+
+def _fast_scores_document(body: bytes) -> dict[str, Any] | None:
+    """The document with ``scores``/``labels`` as numpy arrays, or None to use orjson.
+
+    Taken only when the body is a JSON object whose only arrays are flat
+    ``scores`` (numbers) and ``labels`` (integers) and whose other values are
+    scalars: exactly two ``[`` in the body (a ``[`` inside a string also
+    declines), which rules out nested arrays that simdjson would flatten.
+    """
+    if b'"scores"' not in body or b'"labels"' not in body or not _has_exactly_two(body, b"["):
+        return None
+    try:
+        # A parser per call: as cheap as reusing one, and never shared between threads.
+        doc = simdjson.Parser().parse(body)
+        if not isinstance(doc, simdjson.Object):
+            return None
+        out: dict[str, Any] = {}
+        for key in doc.keys():  # noqa: SIM118 (items() would unbox the arrays into lists)
+            value = doc[key]
+            nested = isinstance(value, simdjson.Object | simdjson.Array)
+            if nested and key not in ("scores", "labels"):
+                return None
+            out[key] = value
+        scores, labels = out.get("scores"), out.get("labels")
+        if not (isinstance(scores, simdjson.Array) and isinstance(labels, simdjson.Array)):
+            return None
+        out["scores"] = np.frombuffer(scores.as_buffer(of_type="d"), dtype=np.float64)
+        out["labels"] = np.frombuffer(labels.as_buffer(of_type="i"), dtype=np.int64)
+    except (ValueError, TypeError, RuntimeError):  # malformed or not plain numbers: orjson decides
+        return None
+    return out
+
+
+def load_document(body: bytes) -> dict[str, Any]:
+    """Parse a body that may carry ``scores``/``labels`` (as lists or numpy arrays)."""
+    fast = _fast_scores_document(body)
+    return fast if fast is not None else load_json_object(body)
+
+
+def load_json_object(body: bytes) -> dict[str, Any]:
+    """Parse ``body`` as a JSON object (:class:`MalformedBody` otherwise)."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedBody(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise MalformedBody("the body must be a JSON object")
+    return doc
+
+
+def parse_timestamp(value: Any, *, now: datetime, settings: Settings) -> datetime:
+    """An ISO 8601 timestamp with offset, within the accepted backfill/skew range."""
+    if not isinstance(value, str):
+        raise InvalidInput(
+            "timestamp", "is required: an ISO 8601 string, e.g. 2026-11-26T10:00:00Z"
+        )
+    try:
+        ts = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidInput("timestamp", f"{value!r} is not an ISO 8601 date-time") from None
+    if ts.tzinfo is None or ts.utcoffset() is None:
+        raise InvalidInput("timestamp", "must include a UTC offset, e.g. 2026-11-26T10:00:00Z")
+    if ts > now + settings.future_skew:
+        raise InvalidInput(
+            "timestamp",
+            f"is more than {settings.future_skew_seconds:g} s in the future",
+        )
+    if ts < now - settings.backfill_max_age:
+        raise InvalidInput(
+            "timestamp",
+            f"is older than the accepted backfill age of {settings.backfill_max_age_days:g} days",
+        )
+    return ts
+
+
+def scores_labels_arrays(
+    doc: dict[str, Any], *, max_rows: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """``doc["scores"]`` and ``doc["labels"]`` as validated arrays.
+
+    Returns
+    -------
+    scores : float64, shape (n,), finite, in [0, 1]
+    labels : bool, shape (n,); True marks an actual positive.
+    """
+    raw_scores, raw_labels = doc.get("scores"), doc.get("labels")
+    for name, raw in (("scores", raw_scores), ("labels", raw_labels)):
+        if raw is None:
+            raise InvalidInput(name, "is required")
+        if not isinstance(raw, list | np.ndarray):
+            raise InvalidInput(name, "must be an array")
+        if len(raw) > max_rows:
+            raise InvalidInput(name, f"has {len(raw)} rows; the limit is {max_rows} per request")
+    # One conversion per array, dtype inferred: a string, null or huge integer in
+    # the JSON gives a non-numeric dtype instead of being parsed or coerced.
+    arrays = {}
+    for name, raw in (("scores", raw_scores), ("labels", raw_labels)):
+        try:
+            arrays[name] = raw if isinstance(raw, np.ndarray) else np.array(raw)
+        except (TypeError, ValueError):  # ragged nested arrays
+            raise InvalidInput(name, "must be a flat array of numbers") from None
+    scores, labels = arrays["scores"], arrays["labels"]
+    if scores.dtype.kind not in "iuf":
+        raise InvalidInput("scores", "must be an array of numbers")
+    return check_scores_labels(scores, labels)
+
+
+def _count_array(field: str, raw: Any, size: int) -> Counts:
+    if not isinstance(raw, list):
+        raise InvalidInput(field, "must be an array of counts")
+    if len(raw) != size:
+        raise InvalidInput(field, f"has {len(raw)} bins; the model has {size} (GET .../bins)")
+    try:
+        arr = np.array(raw)
+    except (TypeError, ValueError):
+        raise InvalidInput(field, "must be an array of non-negative integers") from None
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        raise InvalidInput(field, "must be an array of non-negative integers")
+    if arr.size and int(arr.max()) > MAX_EXACT_COUNT:
+        raise InvalidInput(field, f"counts must not exceed {MAX_EXACT_COUNT}")
+    counts = arr.astype(np.int64)
+    if counts.size and counts.min() < 0:
+        raise InvalidInput(field, f"element {int(np.argmin(counts))} is negative")
+    return counts
+
+
+def _check_total(field: str, total: float) -> None:
+    if total == 0:
+        raise InvalidInput(field, "is empty: the batch must count at least one example")
+    if total > MAX_EXACT_COUNT:
+        raise InvalidInput(field, f"counts more than {MAX_EXACT_COUNT} examples")
+
+
+def _confusion_from_histograms(
+    model: ModelConfig, pos: Counts, neg: Counts
+) -> tuple[ConfusionCounts, ...]:
+    # Exact: every threshold is a bin edge.
+    curve = cumulative_counts_from_histograms(pos, neg, model.bin_edges)
+    return tuple(curve.confusion_at(t) for t in model.thresholds)
+
+
+def _parse_confusion_matrix(raw: Any) -> ConfusionCounts:
+    if not isinstance(raw, dict):
+        raise InvalidInput("confusion_matrix", 'must be an object {"tp", "fp", "fn", "tn"}')
+    unknown = sorted(set(raw) - {"tp", "fp", "fn", "tn"})
+    if unknown:
+        raise InvalidInput(f"confusion_matrix.{unknown[0]}", "unknown field")
+    values = {}
+    for name in ("tp", "fp", "fn", "tn"):
+        v = raw.get(name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InvalidInput(f"confusion_matrix.{name}", "must be a non-negative integer")
+        values[name] = v
+    _check_total("confusion_matrix", sum(values.values()))
+    return ConfusionCounts(*(float(values[k]) for k in ("tp", "fp", "fn", "tn")))
+
+
+def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: datetime) -> ParsedBatch:
+    """Validate a batch body for ``model`` and reduce it to window sums.
+
+    Parameters
+    ----------
+    body : bytes
+        The raw JSON request body.
+    model : ModelConfig
+        The model the batch is for (edges, thresholds, segments, window).
+    settings : Settings
+        Row limit, backfill age and future skew.
+    now : datetime
+        The current time (UTC), injected for testability.
+
+    Raises
+    ------
+    MalformedBody
+        Not JSON, or not a JSON object.
+    InvalidInput
+        Any invalid field, named.
+    """
+    doc = load_document(body)
+    unknown = sorted(set(doc) - BATCH_FIELDS)
+    if unknown:
+        raise InvalidInput(unknown[0], "unknown field")
+    event_at = parse_timestamp(doc.get("timestamp"), now=now, settings=settings)
+    segment = doc.get("segment")
+    if segment is not None and (not isinstance(segment, str) or segment not in model.segments):
+        registered = ", ".join(sorted(model.segments)) or "none"
+        raise InvalidInput("segment", f"{segment!r} is not a registered segment ({registered})")
+
+    kinds = [k for k in ("scores", "histogram", "confusion_matrix") if k in doc]
+    if "labels" in doc and "scores" not in doc:
+        kinds.append("scores")
+    if len(kinds) != 1:
+        raise InvalidInput(
+            "body", "give exactly one of scores + labels, histogram or confusion_matrix"
+        )
+    kind = kinds[0]
+    start = window_start(event_at, model.window)
+    sums: ProbabilitySums | None = None
+    pos: Counts | None
+    neg: Counts | None
+    if kind == "scores":
+        s, y = scores_labels_arrays(doc, max_rows=settings.max_batch_rows)
+        pos, neg = histogram_counts(s, y, model.bin_edges)
+        sums = ProbabilitySums.from_predictions(s, y)
+        confusion: tuple[ConfusionCounts | None, ...] = _confusion_from_histograms(model, pos, neg)
+        n, positives = int(s.size), int(np.count_nonzero(y))
+    elif kind == "histogram":
+        raw = doc["histogram"]
+        if not isinstance(raw, dict) or set(raw) != {"positives", "negatives"}:
+            raise InvalidInput(
+                "histogram", 'must be an object {"positives": [...], "negatives": [...]}'
+            )
+        pos = _count_array("histogram.positives", raw["positives"], model.n_bins)
+        neg = _count_array("histogram.negatives", raw["negatives"], model.n_bins)
+        # float totals first: int64 sums of large counts could overflow silently
+        _check_total("histogram", float(pos.sum(dtype=np.float64) + neg.sum(dtype=np.float64)))
+        positives = int(pos.sum())
+        n = positives + int(neg.sum())
+        confusion = _confusion_from_histograms(model, pos, neg)
+    else:
+        cm = _parse_confusion_matrix(doc["confusion_matrix"])
+        pos = neg = None
+        confusion = (cm,) + (None,) * (len(model.thresholds) - 1)
+        n, positives = int(cm.n), int(cm.positives)
+    return ParsedBatch(
+        kind=kind,
+        event_at=event_at,
+        window_start=start,
+        segment=segment,
+        n=n,
+        positives=positives,
+        hist_positives=pos,
+        hist_negatives=neg,
+        confusion=confusion,
+        sums=sums,
+    )

@@ -1,0 +1,119 @@
+"""Idempotent batch ingestion: one accepted batch per (model, Idempotency-Key).
+
+- The key is stored on the batch row (unique per model) together with the
+  SHA-256 of the request body and the response body. The row is written in
+  the same transaction as the aggregates, so a rejected or failed request
+  leaves no key behind.
+- A replay (same key, same body bytes) answers the stored response and stores
+  nothing; the same key with another body is refused (422).
+- While a request with a key is in flight, a second one with that key gets
+  409 with Retry-After: on PostgreSQL through ``pg_try_advisory_xact_lock`` on
+  a 64-bit hash of (model, key), held until the first transaction ends (so it
+  works across API replicas); on SQLite (one process) through an in-process
+  registry.
+- Retention: keys live as long as their batch rows, which priorwatch never
+  deletes; the documented guarantee is at least 24 hours (docs/api.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.db import queries
+from app.db.models import Batch
+from app.metrics._validation import InvalidInput
+from app.services.errors import IdempotencyKeyReused, RequestInFlight
+
+HEADER = "Idempotency-Key"
+MAX_KEY_LENGTH = 255
+RETENTION_HOURS_GUARANTEED = 24
+"""Replays are answered for at least this long (in fact for as long as the batch row exists)."""
+
+_LOCK_NAMESPACE = b"priorwatch/idempotency\x00"
+
+
+def check_idempotency_key(value: str | None) -> str | None:
+    """The header value, validated: 1-255 visible ASCII characters, or None if absent."""
+    if value is None:
+        return None
+    if not (1 <= len(value) <= MAX_KEY_LENGTH) or not all(33 <= ord(c) <= 126 for c in value):
+        raise InvalidInput(HEADER, f"must be 1 to {MAX_KEY_LENGTH} visible ASCII characters")
+    return value
+
+
+def request_hash(body: bytes) -> str:
+    """Hex SHA-256 of the raw request body: a replay must send the same bytes."""
+    return hashlib.sha256(body).hexdigest()
+
+
+def advisory_lock_id(model_id: int, key: str) -> int:
+    """Signed 64-bit PostgreSQL advisory-lock id of (model, key)."""
+    digest = hashlib.sha256(_LOCK_NAMESPACE + f"{model_id}\x00{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class InFlightRegistry:
+    """Keys being processed in this process (SQLite deployments run one process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: set[tuple[str, int, str]] = set()
+
+    @contextmanager
+    def hold(self, database: str, model_id: int, key: str) -> Iterator[None]:
+        """Mark (model, key) in flight for the block; :class:`RequestInFlight` if it is."""
+        item = (database, model_id, key)
+        with self._lock:
+            if item in self._held:
+                raise RequestInFlight(f"a request with {HEADER} {key!r} is still being processed")
+            self._held.add(item)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held.discard(item)
+
+    def is_held(self, database: str, model_id: int, key: str) -> bool:
+        with self._lock:
+            return (database, model_id, key) in self._held
+
+
+IN_FLIGHT = InFlightRegistry()
+"""The process's registry of in-flight keys (used on SQLite)."""
+
+
+@contextmanager
+def in_flight_guard(session: Session, model_id: int, key: str | None) -> Iterator[None]:
+    """Hold (model, key) for the block, or raise :class:`RequestInFlight`.
+
+    On PostgreSQL this starts the session's transaction and takes the advisory
+    lock in it; the lock is released when that transaction commits or rolls
+    back, so the caller must write the batch in the same transaction.
+    """
+    if key is None:
+        yield
+        return
+    bind = session.get_bind()
+    if bind.dialect.name == "postgresql":
+        if not queries.try_advisory_xact_lock(session, advisory_lock_id(model_id, key)):
+            session.rollback()
+            raise RequestInFlight(f"a request with {HEADER} {key!r} is still being processed")
+        yield
+        return
+    with IN_FLIGHT.hold(str(bind.engine.url), model_id, key):
+        yield
+
+
+def replay_response(batch: Batch, body_hash: str) -> dict[str, Any]:
+    """The stored response of ``batch`` if the body matches, else :class:`IdempotencyKeyReused`."""
+    if batch.request_hash != body_hash:
+        raise IdempotencyKeyReused(
+            f"{HEADER} {batch.idempotency_key!r} was already used with a different request body"
+        )
+    return dict(batch.response)

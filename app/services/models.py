@@ -1,0 +1,164 @@
+"""Register, read and update monitored models.
+
+Fixed at creation (docs/api.md, "Models"): the window length, the
+thresholds and the bins. Stored histograms and per-threshold confusion
+counts are sums over the bin edges and thresholds they were counted with;
+changing either would silently mix incompatible counts, so an update that
+changes them is refused (register a new model instead). Everything else
+(pi0, costs, segments, SLA, drift settings, description) may change at any
+time: it only affects how stored windows are evaluated and which segments
+are accepted from then on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.api.schemas import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
+from app.db import queries
+from app.db.models import Model
+from app.metrics._validation import InvalidInput
+from app.metrics.binning import default_bin_edges
+from app.services.errors import ModelAlreadyExists, ModelNotFound
+from app.services.metric_names import check_metric_name
+from app.worker.queue import invalidate_windows
+
+
+def _check_sla(objectives: Sequence[SlaObjective]) -> list[dict[str, Any]]:
+    out = []
+    for i, objective in enumerate(objectives):
+        try:
+            check_metric_name(objective.metric)
+        except InvalidInput as exc:
+            raise InvalidInput(f"sla.{i}.metric", exc.reason) from None
+        out.append(objective.model_dump(mode="json"))
+    return out
+
+
+def _cost_ratio(data: ModelCreate | ModelUpdate) -> tuple[float | None, dict[str, float] | None]:
+    if data.costs is not None:
+        return data.costs.to_unit_costs().cost_ratio, data.costs.model_dump()
+    return data.cost_ratio, None
+
+
+def get_model(session: Session, name: str) -> Model:
+    model = queries.get_model_by_name(session, name)
+    if model is None:
+        raise ModelNotFound(f"no model named {name!r}")
+    return model
+
+
+def create_model(session: Session, data: ModelCreate, now: datetime) -> Model:
+    """Register ``data`` as a new model and commit. Bin edges are computed here, once."""
+    thresholds = data.all_thresholds()
+    edges = default_bin_edges(thresholds, n_bins=data.n_bins)
+    cost_ratio, costs = _cost_ratio(data)
+    model = Model(
+        name=data.name,
+        description=data.description,
+        window=data.window,
+        thresholds=thresholds,
+        pi0=data.pi0,
+        cost_ratio=cost_ratio,
+        costs=costs,
+        segments=list(data.segments),
+        sla=_check_sla(data.sla),
+        drift=data.drift.to_document(),
+        n_bins=int(edges.size - 1),
+        bin_edges=edges,
+        created_at=now,
+        updated_at=now,
+    )
+    if queries.get_model_by_name(session, data.name) is not None:
+        raise ModelAlreadyExists(f"a model named {data.name!r} already exists")
+    session.add(model)
+    try:
+        session.commit()
+    except IntegrityError:
+        session.rollback()
+        raise ModelAlreadyExists(f"a model named {data.name!r} already exists") from None
+    return model
+
+
+def _refuse_changes(model: Model, data: ModelUpdate) -> None:
+    sent = data.model_fields_set
+    fixed: dict[str, Any] = {
+        "name": model.name,
+        "window": model.window,
+        "threshold": model.thresholds[0],
+        "thresholds": list(model.thresholds),
+        "n_bins": model.n_bins,
+    }
+    for field, current in fixed.items():
+        if field in sent and getattr(data, field) != current:
+            raise InvalidInput(
+                field,
+                f"is fixed at creation (currently {current!r}): the stored histograms and "
+                "counts depend on it; register a new model to change it",
+            )
+
+
+RECOMPUTE_ON_CHANGE = frozenset({"pi0", "cost_ratio", "costs", "drift"})
+"""Settings that stored window results depend on (app/worker/queue.py invalidates them)."""
+
+
+def update_model(session: Session, model: Model, data: ModelUpdate, now: datetime) -> Model:
+    """Apply the fields present in ``data`` and commit."""
+    _refuse_changes(model, data)
+    sent = data.model_fields_set
+    if "description" in sent:
+        model.description = data.description
+    if "pi0" in sent:
+        if data.pi0 is None:
+            raise InvalidInput("pi0", "must be a number in (0, 1)")
+        model.pi0 = data.pi0
+    if "costs" in sent or "cost_ratio" in sent:
+        model.cost_ratio, model.costs = _cost_ratio(data)
+    if "segments" in sent:
+        model.segments = list(data.segments or [])
+    if "sla" in sent:
+        model.sla = _check_sla(data.sla or [])
+    if "drift" in sent:
+        if data.drift is None:
+            raise InvalidInput("drift", "must be an object (send {} for the defaults)")
+        model.drift = data.drift.to_document()
+    model.updated_at = now
+    if sent & RECOMPUTE_ON_CHANGE:
+        # stored window results depend on these: the worker recomputes them
+        invalidate_windows(session, model.id, now=now)
+    session.commit()
+    return model
+
+
+def list_models(session: Session) -> Sequence[Model]:
+    return queries.list_models(session)
+
+
+def to_public(model: Model) -> ModelPublic:
+    return ModelPublic(
+        name=model.name,
+        description=model.description,
+        window=model.window,
+        threshold=float(model.thresholds[0]),
+        thresholds=[float(t) for t in model.thresholds],
+        pi0=model.pi0,
+        cost_ratio=model.cost_ratio,
+        costs=model.costs,
+        segments=list(model.segments),
+        sla=list(model.sla),
+        drift=dict(model.drift),
+        n_bins=model.n_bins,
+        created_at=model.created_at,
+        updated_at=model.updated_at,
+    )
+
+
+def bin_edges_list(model: Model) -> list[float]:
+    """The model's edges as JSON floats (shortest repr round-trips exactly)."""
+    return [float(e) for e in np.asarray(model.bin_edges, dtype=np.float64)]

@@ -1,0 +1,753 @@
+"""A window's full result from its sums: metrics, intervals, drift verdict, curves.
+
+Pure with respect to the database: :func:`compute_window_result` takes a model's
+settings (:class:`~app.services.model_config.ModelConfig`) and plain sums
+(:class:`WindowSums`) and returns a :class:`WindowResult`. The worker
+(:mod:`app.services.window_refresh`) calls it for stored windows; the read side
+calls it for merged windows (re-windowing: ``WindowSums.merge`` of the stored
+windows, then this function).
+
+Naming of the stored metrics (docs/worker.md):
+
+* the keys of :func:`app.metrics.evaluate.evaluate_counts` at the model's
+  primary threshold, pi0 and cost ratio, unprefixed (``f1``,
+  ``calibrated_f1``, ``ops_f1``, ``auc_pr``, ``weighted_accuracy``, ...);
+* for every other configured threshold t, the threshold-dependent keys again
+  with the suffix ``@t=<t>`` (``f1@t=0.3``, ``calibrated_f1@t=0.3``, ...);
+  curve areas and probability metrics do not depend on t and appear once.
+
+A metric that needs a class with fewer than ``min_class_count`` examples in
+the window is ``None`` with reason ``"insufficient_data"``; a metric whose
+formula is undefined is ``None`` with the registry's reason.
+
+Determinism: the result is a function of the sums alone. The random draws of
+the credible intervals use a generator seeded from a hash of the sums
+(:func:`sums_seed`), so the same aggregate gives bit-identical results in any
+process, and a recomputation changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from app.drift.histograms import WindowHistograms
+from app.drift.settings import INSUFFICIENT_DATA, DriftSettings
+from app.drift.two_sample import coarsen, quantile_bin_starts
+from app.drift.verdict import drift_verdict
+from app.metrics.calibrated import calibrated_average_precision
+from app.metrics.confusion import ConfusionCounts
+from app.metrics.curves import CurveCounts, cumulative_counts_from_histograms, pr_curve, roc_curve
+from app.metrics.evaluate import OPS_METRICS, curve_metrics, evaluate_counts
+from app.metrics.labeling import LABELING_METRICS
+from app.metrics.ops_scoring import oprc_curve
+from app.metrics.probability import ProbabilitySums
+from app.metrics.uncertainty import bootstrap_intervals, credible_intervals, ops_interval
+from app.services import aggregates
+from app.services.model_config import ModelConfig
+from app.services.windowing import window_length
+from app.services.windowing import window_start as window_start_of
+
+Counts = npt.NDArray[np.int64]
+Array = npt.NDArray[np.float64]
+
+INSUFFICIENT = INSUFFICIENT_DATA
+"""Reason of a metric that needs a class with fewer than ``min_class_count`` examples."""
+
+REFERENCE_VERDICT = "reference"
+"""Drift verdict of a window inside the model's reference period."""
+
+NO_REFERENCE = "no_reference"
+"""Drift status of a model without a configured reference (verdict "none": nothing tested)."""
+
+MAX_CURVE_POINTS = 200
+"""Most points of each serialised curve (downsampled along its length)."""
+
+INTERVAL_LEVEL = 0.95
+"""Credible level of the stored intervals."""
+
+ANY_CLASS_METRICS = frozenset({"prior", "accuracy", "error_rate", "brier", "log_loss"})
+"""Metrics that stay meaningful with few examples of either class."""
+POSITIVES_ONLY_METRICS = frozenset({"recall", "fnr"})
+"""Metrics computed from the actual positives alone."""
+NEGATIVES_ONLY_METRICS = frozenset({"specificity", "fpr"})
+"""Metrics computed from the actual negatives alone."""
+
+
+def threshold_suffix(threshold: float) -> str:
+    """Suffix of the metrics at a non-primary threshold: ``"@t=0.3"``."""
+    return f"@t={threshold:g}"
+
+
+# --- the input: sums of one window (or of several merged windows) ----------
+
+
+class AggregateRow(Protocol):
+    """What :meth:`WindowSums.from_row` reads (a ``WindowAggregate`` row)."""
+
+    n: int
+    positives: int
+    hist_positives: Counts | None
+    hist_negatives: Counts | None
+    confusion: list[dict[str, float]]
+    sums_positives: int | None
+    sums_negatives: int | None
+    brier_sum: float | None
+    log_loss_sum: float | None
+    score_sum_positive: float | None
+    score_sum_negative: float | None
+
+
+@dataclass(frozen=True, eq=False)
+class WindowSums:
+    """The additive content of a window aggregate, detached from the database.
+
+    Attributes
+    ----------
+    n, positives : int
+        Examples in the window, and actual positives among them (every batch).
+    hist_positives, hist_negatives : int64 array of shape (n_bins,) or None
+        Element j counts the actual positives / negatives with a score in bin
+        j of the model's edges (batches with scores or histograms only); None
+        when no such batch arrived.
+    confusion : tuple of ConfusionCounts
+        The exact matrix at each of the model's thresholds, primary first.
+        ``confusion[0]`` covers every example; the others only the examples
+        with histograms (a confusion-matrix batch knows the primary one alone).
+    sums : ProbabilitySums or None
+        Per-example sums of the ``scores`` batches (None without any).
+
+    Every field is a sum over batches, so ``a + b`` is the window holding both
+    (:meth:`merge` for many): re-windowing is exact.
+    """
+
+    n: int
+    positives: int
+    hist_positives: Counts | None
+    hist_negatives: Counts | None
+    confusion: tuple[ConfusionCounts, ...]
+    sums: ProbabilitySums | None
+
+    @classmethod
+    def from_row(cls, row: AggregateRow) -> WindowSums:
+        """The sums held by a ``WindowAggregate`` row (app.services.aggregates reads it)."""
+        hists = aggregates.histograms(row)  # type: ignore[arg-type]
+        return cls(
+            n=int(row.n),
+            positives=int(row.positives),
+            hist_positives=None if hists is None else np.asarray(hists[0], dtype=np.int64),
+            hist_negatives=None if hists is None else np.asarray(hists[1], dtype=np.int64),
+            confusion=tuple(
+                aggregates.confusion_counts(row, i)  # type: ignore[arg-type]
+                for i in range(len(row.confusion))
+            ),
+            sums=aggregates.probability_sums(row),  # type: ignore[arg-type]
+        )
+
+    @property
+    def negatives(self) -> int:
+        return self.n - self.positives
+
+    @property
+    def has_full_histograms(self) -> bool:
+        """True when the histograms count every example of the window."""
+        if self.hist_positives is None or self.hist_negatives is None:
+            return False
+        return int(self.hist_positives.sum()) + int(self.hist_negatives.sum()) == self.n
+
+    def __add__(self, other: WindowSums) -> WindowSums:
+        if len(self.confusion) != len(other.confusion):
+            raise ValueError("windows with different numbers of thresholds cannot be merged")
+        sums = (
+            other.sums
+            if self.sums is None
+            else self.sums
+            if other.sums is None
+            else self.sums + other.sums
+        )
+        return WindowSums(
+            n=self.n + other.n,
+            positives=self.positives + other.positives,
+            hist_positives=_add_counts(self.hist_positives, other.hist_positives),
+            hist_negatives=_add_counts(self.hist_negatives, other.hist_negatives),
+            confusion=tuple(a + b for a, b in zip(self.confusion, other.confusion, strict=True)),
+            sums=sums,
+        )
+
+    @classmethod
+    def merge(cls, windows: Iterable[WindowSums]) -> WindowSums | None:
+        """The sum of ``windows`` (None for none): e.g. the hours of a day."""
+        total: WindowSums | None = None
+        for w in windows:
+            total = w if total is None else total + w
+        return total
+
+    def digest(self) -> bytes:
+        """SHA-256 of the exact content; equal sums give equal digests."""
+        h = hashlib.sha256()
+        h.update(np.array([self.n, self.positives], dtype="<i8").tobytes())
+        for hist in (self.hist_positives, self.hist_negatives):
+            h.update(b"-" if hist is None else np.ascontiguousarray(hist, dtype="<i8").tobytes())
+        for c in self.confusion:
+            h.update(np.array([c.tp, c.fp, c.fn, c.tn], dtype="<f8").tobytes())
+        if self.sums is not None:
+            s = self.sums
+            h.update(
+                np.array(
+                    [
+                        s.positives,
+                        s.negatives,
+                        s.brier_sum,
+                        s.log_loss_sum,
+                        s.score_sum_positive,
+                        s.score_sum_negative,
+                    ],
+                    dtype="<f8",
+                ).tobytes()
+            )
+        return h.digest()
+
+
+def _add_counts(a: Counts | None, b: Counts | None) -> Counts | None:
+    if a is None:
+        return None if b is None else b.copy()
+    if b is None:
+        return a.copy()
+    if a.shape != b.shape:
+        raise ValueError(f"histograms of {a.size} and {b.size} bins cannot be merged")
+    return a + b
+
+
+def sums_seed(window: WindowSums) -> int:
+    """Seed of the interval draws for ``window``: a hash of its sums (deterministic)."""
+    return int.from_bytes(window.digest()[:8], "little")
+
+
+# --- the reference period -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReferencePeriod:
+    """Which windows of a segment make the drift reference of a window.
+
+    The reference is the sum of the windows of the same model and segment
+    whose start lies in ``[start, end)``. ``contains_window`` is True when
+    the window itself belongs to the reference (its verdict is "reference").
+    """
+
+    start: datetime
+    end: datetime
+    contains_window: bool
+
+
+def reference_period(
+    model: ModelConfig, window_start: datetime, window_end: datetime | None = None
+) -> ReferencePeriod | None:
+    """The reference period of the window [window_start, window_end), or None.
+
+    Parameters
+    ----------
+    model : ModelConfig
+        ``model.drift["reference"]`` is ``{"from", "to"}`` (a fixed baseline
+        period, ISO 8601), ``{"trailing_windows": k}`` (the k windows before
+        this one) or null (no reference).
+    window_start, window_end : datetime
+        The window (``window_end`` defaults to one model window after the
+        start; give it for merged windows).
+
+    Returns
+    -------
+    ReferencePeriod or None
+        For a fixed period, the windows starting in [from, to); a window is
+        inside it when it lies wholly in [from, to). For trailing windows,
+        [start - k * length, start); never inside.
+    """
+    spec = model.drift.get("reference")
+    if not spec:
+        return None
+    end = window_end if window_end is not None else window_start + window_length(model.window)
+    if spec.get("trailing_windows"):
+        k = int(spec["trailing_windows"])
+        return ReferencePeriod(
+            window_start - k * window_length(model.window), window_start, contains_window=False
+        )
+    start_ref, end_ref = _parse_time(spec["from"]), _parse_time(spec["to"])
+    # Every model window of [window_start, end) starts in [from, to): end <= to
+    # rounded up to the model's window grid.
+    to_grid = window_start_of(end_ref, model.window)
+    if to_grid < end_ref:
+        to_grid += window_length(model.window)
+    inside = start_ref <= window_start and end <= to_grid
+    return ReferencePeriod(start_ref, end_ref, contains_window=inside)
+
+
+def _parse_time(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+# --- the output ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """Everything stored for one window (JSON-ready: floats, None, str, lists, dicts).
+
+    Attributes
+    ----------
+    metrics : dict of str to float or None
+        Flat mapping, names as in ``evaluate`` (module docstring for
+        non-primary thresholds).
+    reasons : dict of str to str
+        For every metric that is None: ``"insufficient_data"`` or why its
+        formula is undefined.
+    intervals : dict of str to dict
+        ``{"lower", "upper", "level"}`` credible intervals of the
+        prior-invariant metrics (calibrated_*, recall, specificity,
+        balanced_accuracy, ops_*), where computable.
+    drift : dict
+        ``{"verdict", "prior", "likelihood", "attribution"}`` (the contract's
+        shape) with a ``"status"``; verdict ``"reference"`` inside the
+        reference period, and ``"none"`` with ``"status": "no_reference"`` or
+        ``"insufficient_data"`` when nothing could be tested.
+    curves : dict or None
+        ``{"roc", "pr", "calibrated_pr", "oprc"}`` point lists, at most
+        :data:`MAX_CURVE_POINTS` each (None for a label-only window). OPRC is
+        OPS(precision | recall = u) at the window's prior on a 20-point grid.
+    """
+
+    metrics: dict[str, float | None]
+    reasons: dict[str, str]
+    intervals: dict[str, dict[str, float | None]]
+    drift: dict[str, Any]
+    curves: dict[str, Any] | None = field(default=None)
+
+
+def compute_window_result(
+    model: ModelConfig,
+    window: WindowSums,
+    reference: WindowSums | None,
+    *,
+    in_reference_period: bool = False,
+    rng: np.random.Generator | None = None,
+) -> WindowResult:
+    """Compute a window's metrics, intervals, drift verdict and curves from its sums.
+
+    Parameters
+    ----------
+    model : ModelConfig
+        Thresholds, pi0, cost ratio, bin edges and drift settings.
+    window : WindowSums
+        The window (or the merge of several windows).
+    reference : WindowSums or None
+        The sum of the reference period's windows of the same segment
+        (:func:`reference_period` says which); None when the model has no
+        reference or the period holds no data yet.
+    in_reference_period : bool
+        The window belongs to the reference period: its verdict is "reference".
+    rng : numpy Generator, optional
+        Source of the interval draws; by default seeded from the sums
+        (:func:`sums_seed`), which makes the result deterministic.
+
+    Returns
+    -------
+    WindowResult
+    """
+    if window.n <= 0:
+        raise ValueError("the window holds no examples")
+    rng = rng if rng is not None else np.random.default_rng(sums_seed(window))
+    curve = _curve(model, window)
+    metrics = _metrics(model, window, curve)
+    reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
+    intervals = _intervals(model, window, metrics, rng)
+    drift = _drift(model, window, reference, in_reference_period)
+    curves = None if curve is None else _curves(model, curve)
+    return WindowResult(metrics, reasons, intervals, drift, curves)
+
+
+def _curve(model: ModelConfig, window: WindowSums) -> CurveCounts | None:
+    if window.hist_positives is None or window.hist_negatives is None:
+        return None
+    if int(window.hist_positives.sum()) + int(window.hist_negatives.sum()) == 0:
+        return None
+    return cumulative_counts_from_histograms(
+        window.hist_positives, window.hist_negatives, model.bin_edges
+    )
+
+
+def _metrics(
+    model: ModelConfig, window: WindowSums, curve: CurveCounts | None
+) -> dict[str, float | None]:
+    options = {"pi0": model.pi0, "cost_ratio": model.cost_ratio}
+    primary = window.confusion[0]
+    if curve is None or math.isclose(curve.n, primary.n, rel_tol=1e-12):
+        out = evaluate_counts(curve, primary, window.sums, **options)
+    else:
+        # Mixed window: the labeling metrics cover every example (confusion[0]),
+        # the curve metrics the examples that came with scores or histograms.
+        out = evaluate_counts(None, primary, window.sums, **options)
+        labeling_keys = set(out)
+        with_curve = evaluate_counts(
+            curve, curve.confusion_at(model.primary_threshold), None, **options
+        )
+        out.update({k: v for k, v in with_curve.items() if k not in labeling_keys})
+    dependent = [k for k in evaluate_counts(None, primary, None, **options) if k != "prior"]
+    for threshold, counts in zip(model.thresholds[1:], window.confusion[1:], strict=True):
+        if counts.n <= 0:
+            continue
+        at_t = evaluate_counts(None, counts, None, **options)
+        suffix = threshold_suffix(threshold)
+        out.update({f"{k}{suffix}": at_t[k] for k in dependent})
+    return out
+
+
+def _classes_needed(name: str) -> tuple[bool, bool]:
+    """(needs positives, needs negatives) for metric ``name`` (threshold suffix ignored)."""
+    base = name.split("@", 1)[0]
+    if base in ANY_CLASS_METRICS:
+        return False, False
+    if base in POSITIVES_ONLY_METRICS:
+        return True, False
+    if base in NEGATIVES_ONLY_METRICS:
+        return False, True
+    return True, True
+
+
+def _mask_insufficient(
+    metrics: dict[str, float | None], window: WindowSums, min_class_count: int
+) -> dict[str, str]:
+    """Set metrics that need a scarce class to None; return the reason of every None."""
+    few_pos = window.positives < min_class_count
+    few_neg = window.negatives < min_class_count
+    reasons: dict[str, str] = {}
+    for name in metrics:
+        need_pos, need_neg = _classes_needed(name)
+        if (need_pos and few_pos) or (need_neg and few_neg):
+            metrics[name] = None
+            reasons[name] = INSUFFICIENT
+        elif metrics[name] is None:
+            reasons[name] = _undefined_reason(name)
+    return reasons
+
+
+def _undefined_reason(name: str) -> str:
+    base = name.split("@", 1)[0]
+    for prefix in ("calibrated_", "ops_", ""):
+        if base.startswith(prefix) and base[len(prefix) :] in LABELING_METRICS:
+            return LABELING_METRICS[base[len(prefix) :]].undefined_when
+    return "undefined for this window's counts (one class only)"
+
+
+def _interval_doc(low: float, high: float) -> dict[str, float | None]:
+    return {
+        "lower": low if math.isfinite(low) else None,
+        "upper": high if math.isfinite(high) else None,
+        "level": INTERVAL_LEVEL,
+    }
+
+
+def _intervals(
+    model: ModelConfig,
+    window: WindowSums,
+    metrics: Mapping[str, float | None],
+    rng: np.random.Generator,
+) -> dict[str, dict[str, float | None]]:
+    """Credible intervals of the prior-invariant metrics (docs/worker.md, "Intervals").
+
+    * labeling metrics at the primary threshold (Brodersen et al.): the
+      prior-free ones (recall, specificity, balanced_accuracy, ...) and every
+      ``calibrated_<name>`` from one posterior of (alpha, beta) at pi0;
+    * ``ops_<labeling>``: OPS of the raw metric's interval ends at the
+      window's prior (OPS is monotone in the value);
+    * curve areas (auc_roc, gini, ks, calibrated_auc_pr, and the areas behind
+      ops_auc_*): bootstrap of the histograms, coarsened to at most
+      :data:`BOOTSTRAP_BINS` bins at the quantiles of the two classes
+      (resampling 10,000 fine bins costs 100 times more for the same
+      interval), shifted by the point estimate's discretisation error so that
+      the interval is centred on the fine-bin value.
+
+    Only metrics with a value get an interval; no interval is given at the
+    other thresholds.
+    """
+    primary = window.confusion[0]
+    out: dict[str, dict[str, float | None]] = {}
+    pi = primary.prior
+    if not (primary.positives > 0 and primary.negatives > 0):
+        return out
+    wanted = {
+        name: (f"calibrated_{name}" if LABELING_METRICS[name].prior_dependent else name)
+        for name in LABELING_METRICS
+    }
+    at_pi0 = credible_intervals(primary, list(wanted), rng=rng, pi0=model.pi0, level=INTERVAL_LEVEL)
+    for name, key in wanted.items():
+        if metrics.get(key) is not None:
+            out[key] = _interval_doc(*at_pi0[name])
+    ops_labeling = [m for m in OPS_METRICS if m in LABELING_METRICS and metrics.get(f"ops_{m}")]
+    if ops_labeling:
+        raw = credible_intervals(primary, ops_labeling, rng=rng, level=INTERVAL_LEVEL)
+        for name in ops_labeling:
+            out[f"ops_{name}"] = _interval_doc(*ops_interval(name, raw[name], pi))
+    out.update(_area_intervals(model, window, metrics, rng))
+    return out
+
+
+BOOTSTRAP_BINS = 256
+"""Bins of the histograms resampled for the curve-area intervals."""
+BOOTSTRAP_RESAMPLES = 400
+"""Bootstrap resamples per window."""
+
+
+def _area_intervals(
+    model: ModelConfig,
+    window: WindowSums,
+    metrics: Mapping[str, float | None],
+    rng: np.random.Generator,
+) -> dict[str, dict[str, float | None]]:
+    if window.hist_positives is None or window.hist_negatives is None:
+        return {}
+    pos = window.hist_positives.astype(np.float64)
+    neg = window.hist_negatives.astype(np.float64)
+    if not (pos.sum() > 0 and neg.sum() > 0):
+        return {}
+    starts = quantile_bin_starts(pos / pos.sum() + neg / neg.sum(), BOOTSTRAP_BINS)
+    cpos, cneg = coarsen(pos, starts), coarsen(neg, starts)
+    coarse = cumulative_counts_from_histograms(cpos, cneg, np.append(model.bin_edges[starts], 1.0))
+    coarse_metrics = curve_metrics(coarse)
+    coarse_metrics["calibrated_auc_pr"] = calibrated_average_precision(coarse, model.pi0)
+    raw = bootstrap_intervals(
+        cpos,
+        cneg,
+        ["auc_roc", "gini", "ks", "auc_pr", "auc_lift", "calibrated_auc_pr"],
+        rng=rng,
+        pi0=model.pi0,
+        level=INTERVAL_LEVEL,
+        n_resamples=BOOTSTRAP_RESAMPLES,
+    )
+
+    def shifted(key: str, interval: tuple[float, float]) -> tuple[float, float]:
+        fine, rough = metrics.get(key), coarse_metrics.get(key)
+        if fine is None or rough is None:
+            return math.nan, math.nan
+        return interval[0] + fine - rough, interval[1] + fine - rough
+
+    out: dict[str, dict[str, float | None]] = {}
+    for key in ("auc_roc", "gini", "ks"):
+        if metrics.get(key) is not None:
+            out[key] = _interval_doc(*shifted(key, raw[key]))
+    if metrics.get("calibrated_auc_pr") is not None:
+        out["calibrated_auc_pr"] = _interval_doc(
+            *shifted("calibrated_auc_pr", raw["calibrated_auc_pr"])
+        )
+    for area in ("auc_pr", "auc_roc", "auc_lift"):
+        if metrics.get(f"ops_{area}") is not None and metrics.get(area) is not None:
+            out[f"ops_{area}"] = _interval_doc(
+                *ops_interval(area, shifted(area, raw[area]), window.positives / window.n)
+            )
+    return out
+
+
+# --- drift -----------------------------------------------------------------
+
+
+def _drift(
+    model: ModelConfig,
+    window: WindowSums,
+    reference: WindowSums | None,
+    in_reference_period: bool,
+) -> dict[str, Any]:
+    if not model.drift.get("reference"):
+        return {
+            "verdict": "none",
+            "status": NO_REFERENCE,
+            "detail": "no drift reference is configured for this model",
+        }
+    if in_reference_period:
+        return {"verdict": REFERENCE_VERDICT}
+    settings = model.drift_settings()
+    if reference is None:
+        return {
+            "verdict": "none",
+            "status": INSUFFICIENT_DATA,
+            "detail": "the reference period holds no data yet",
+        }
+    if window.has_full_histograms and reference.has_full_histograms:
+        edges = model.bin_edges
+        ref_h = WindowHistograms(reference.hist_positives, reference.hist_negatives, edges)
+        win_h = WindowHistograms(window.hist_positives, window.hist_negatives, edges)
+        return drift_verdict(
+            ref_h, win_h, threshold=model.primary_threshold, settings=settings
+        ).to_dict()
+    return _drift_at_threshold(model, window, reference, settings)
+
+
+def _drift_at_threshold(
+    model: ModelConfig, window: WindowSums, reference: WindowSums, settings: DriftSettings
+) -> dict[str, Any]:
+    """Drift from the matrices at the primary threshold (windows without full histograms).
+
+    Each class's "histogram" has two bins, below and at/above the threshold,
+    so the likelihood test compares TPR and FPR; AUC-PR is not attributed.
+    """
+    t = model.primary_threshold
+    edges = np.array([0.0, t, 1.0])
+
+    def two_bins(c: ConfusionCounts) -> WindowHistograms:
+        return WindowHistograms([c.fn, c.tp], [c.tn, c.fp], edges)
+
+    doc = drift_verdict(
+        two_bins(reference.confusion[0]),
+        two_bins(window.confusion[0]),
+        threshold=t,
+        settings=settings,
+    ).to_dict()
+    doc["attribution"].pop("auc_pr", None)
+    doc["resolution"] = "threshold"
+    return doc
+
+
+# --- curves -----------------------------------------------------------------
+
+
+def _curves(model: ModelConfig, curve: CurveCounts) -> dict[str, Any]:
+    fpr, tpr, roc_t = roc_curve(curve)
+    recall, precision, pr_t = pr_curve(curve)
+    c_recall, c_precision, _ = pr_curve(curve, model.pi0)
+    oprc_recall, oprc_ops = oprc_curve(curve)
+    return {
+        "oprc": {"recall": _json_floats(oprc_recall), "ops": _json_floats(oprc_ops)},
+        "roc": _points({"fpr": fpr, "tpr": tpr, "threshold": roc_t}, ("fpr", "tpr")),
+        "pr": _points(
+            {"recall": recall, "precision": precision, "threshold": pr_t}, ("recall", "precision")
+        ),
+        "calibrated_pr": {
+            "prior": model.pi0,
+            **_points(
+                {"recall": c_recall, "precision": c_precision, "threshold": pr_t},
+                ("recall", "precision"),
+            ),
+        },
+    }
+
+
+def downsample_indices(
+    x: Array, y: Array, max_points: int = MAX_CURVE_POINTS
+) -> npt.NDArray[np.intp]:
+    """Indices of at most ``max_points`` points that keep a curve's shape.
+
+    Points are taken at equal steps of arc length in the (x, y) plane (nan
+    coordinates count as no length), always with the first and the last.
+
+    Parameters
+    ----------
+    x, y : ndarray of float64, shape (K,)
+        The curve's coordinates, in drawing order.
+    max_points : int
+        Upper bound on the number of indices returned (>= 2).
+
+    Returns
+    -------
+    ndarray of intp
+        Increasing indices into x and y.
+    """
+    k = x.size
+    if k <= max_points:
+        return np.arange(k)
+    step = np.hypot(np.diff(x), np.diff(y))
+    step = np.where(np.isfinite(step), step, 0.0)
+    length = np.concatenate(([0.0], np.cumsum(step)))
+    if length[-1] <= 0.0:
+        return np.unique(np.linspace(0, k - 1, max_points).round().astype(np.intp))
+    marks = np.linspace(0.0, length[-1], max_points)
+    idx = np.searchsorted(length, marks, side="left")
+    idx = np.clip(idx, 0, k - 1)
+    idx[0], idx[-1] = 0, k - 1
+    return np.unique(idx)
+
+
+def _json_floats(a: Array) -> list[float | None]:
+    return [float(v) if math.isfinite(v) else None for v in a.tolist()]
+
+
+def _points(columns: dict[str, Array], shape_axes: Sequence[str]) -> dict[str, list[float | None]]:
+    keep = downsample_indices(columns[shape_axes[0]], columns[shape_axes[1]])
+    return {name: _json_floats(values[keep]) for name, values in columns.items()}
+
+
+# --- which windows depend on which -------------------------------------------
+
+
+@dataclass(frozen=True)
+class DependentWindows:
+    """The windows whose drift reference includes a given window.
+
+    Windows of the same model and segment starting in ``[start_from,
+    start_to)`` (None: unbounded) and not in ``exclude``.
+    """
+
+    start_from: datetime | None
+    start_to: datetime | None
+    exclude: tuple[datetime, datetime] | None
+
+
+def dependent_windows(model: ModelConfig, window_start: datetime) -> DependentWindows | None:
+    """Which windows must be recomputed when the window at ``window_start`` changes.
+
+    A fixed reference period: if the window is in it, every window outside
+    it. Trailing k windows: the k windows after it. No reference: none.
+    """
+    spec = model.drift.get("reference")
+    if not spec:
+        return None
+    length = window_length(model.window)
+    if spec.get("trailing_windows"):
+        k = int(spec["trailing_windows"])
+        return DependentWindows(window_start + length, window_start + (k + 1) * length, None)
+    start_ref, end_ref = _parse_time(spec["from"]), _parse_time(spec["to"])
+    if not start_ref <= window_start < end_ref:
+        return None
+    return DependentWindows(None, None, (start_ref, end_ref))
+
+
+def warm_up_result() -> WindowResult:
+    """Compute one synthetic window (builds the process's OPS reference caches).
+
+    Workers call it at start-up so that the one-off cost (a few seconds) is
+    not spent while holding a lease.
+    """
+    from app.metrics.binning import default_bin_edges, histogram_counts
+
+    rng = np.random.default_rng(0)
+    labels = rng.random(2_000) < 0.2
+    scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=labels.size) + 1.5 * labels - 1.0)))
+    edges = default_bin_edges((0.5,))
+    pos, neg = histogram_counts(scores, labels, edges)
+    curve = cumulative_counts_from_histograms(pos, neg, edges)
+    model = ModelConfig(
+        id=0,
+        name="warm-up",
+        window="1h",
+        thresholds=(0.5,),
+        pi0=0.1,
+        cost_ratio=0.5,
+        segments=frozenset(),
+        sla=(),
+        drift={"reference": None},
+        bin_edges=edges,
+    )
+    window = WindowSums(
+        n=int(labels.size),
+        positives=int(labels.sum()),
+        hist_positives=pos,
+        hist_negatives=neg,
+        confusion=(curve.confusion_at(0.5),),
+        sums=ProbabilitySums.from_predictions(scores, labels),
+    )
+    return compute_window_result(model, window, None)

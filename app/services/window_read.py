@@ -1,0 +1,538 @@
+"""Read windows: stored results, and merged windows computed on the fly (re-windowing).
+
+A window is identified by (model, segment, start). The API shows the
+all-traffic window (stored under the segment key ``"*"``) as ``segment: null``.
+
+* **Stored windows** (the model's own window length): the aggregate's counts
+  and the worker's last result. The window is ``"fresh"`` when that result
+  was computed from the aggregate's current version and nothing has marked
+  the window for recomputation since (:func:`is_fresh`); otherwise it is
+  ``"pending"`` and carries the last result, if any, computed from an older
+  version (``aggregate_version`` says which).
+* **Merged windows** (``granularity`` a longer window length, e.g. ``"1d"``
+  over a ``"1h"`` model): the stored aggregates of each longer window are
+  summed exactly (:meth:`WindowSums.merge`) and computed now with
+  :func:`compute_window_result`, against the same drift reference the worker
+  would use. They are always ``"fresh"`` (computed from the current sums).
+
+Queries here only read; the caller's session is left with at most an open
+read transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, select
+from sqlalchemy.orm import Session
+
+from app.db.models import ALL_SEGMENTS, WindowAggregate, WindowMetrics
+from app.metrics._validation import InvalidInput
+from app.services.model_config import ModelConfig
+from app.services.window_compute import WindowSums, compute_window_result, reference_period
+from app.services.window_refresh import ReferenceCache
+from app.services.windowing import WINDOW_LENGTHS, window_length, window_start
+
+FRESH = "fresh"
+PENDING = "pending"
+
+DEFAULT_WINDOW_COUNT = 100
+"""Windows shown when ``from`` is omitted: ``from = to - 100 windows``."""
+MAX_STORED_WINDOWS = 5_000
+"""Longest range of stored windows one request may span (in model windows)."""
+MAX_MERGED_WINDOWS = 200
+"""Most merged windows one request may span (each is computed on the fly)."""
+MAX_MERGED_SOURCE_WINDOWS = 2_000
+"""Most stored windows one re-windowing request may read (each holds two histograms)."""
+
+WA = WindowAggregate
+WM = WindowMetrics
+
+
+# --- names, ranges, granularity ----------------------------------------------
+
+
+def segment_key(model: ModelConfig, segment: str | None) -> str:
+    """The stored segment key of the API's ``segment`` (None: all traffic).
+
+    Raises
+    ------
+    InvalidInput
+        ``segment`` is not one of the model's registered segments.
+    """
+    if segment is None:
+        return ALL_SEGMENTS
+    if segment not in model.segments:
+        registered = ", ".join(sorted(model.segments)) or "none"
+        raise InvalidInput(
+            "segment", f"{segment!r} is not a registered segment of {model.name!r} ({registered})"
+        )
+    return segment
+
+
+def segment_name(key: str) -> str | None:
+    """The API's ``segment`` for a stored segment key (None for all traffic)."""
+    return None if key == ALL_SEGMENTS else key
+
+
+def check_granularity(model: ModelConfig, granularity: str | None) -> str:
+    """The window length to read: the model's own, or a longer one it divides.
+
+    Parameters
+    ----------
+    granularity : str or None
+        A window length name (``"5m"``, ``"15m"``, ``"1h"``, ``"6h"``, ``"1d"``,
+        ``"1w"``); None means the model's window.
+
+    Raises
+    ------
+    InvalidInput
+        Unknown name, or not a whole multiple of the model's window.
+    """
+    if granularity is None:
+        return model.window
+    if granularity not in WINDOW_LENGTHS:
+        names = ", ".join(WINDOW_LENGTHS)
+        raise InvalidInput("granularity", f"{granularity!r} is not a window length ({names})")
+    base, wanted = window_length(model.window), window_length(granularity)
+    if wanted < base or wanted % base:
+        raise InvalidInput(
+            "granularity",
+            f"must be a multiple of the model's window {model.window!r}, got {granularity!r}",
+        )
+    return granularity
+
+
+@dataclass(frozen=True)
+class WindowRange:
+    """Windows of length ``granularity`` whose start lies in [start, end)."""
+
+    start: datetime
+    end: datetime
+    granularity: str
+
+    @property
+    def count(self) -> int:
+        """How many windows of the granularity the range spans (rounded up)."""
+        length = window_length(self.granularity)
+        return max(0, -(-(self.end - self.start) // length))
+
+
+def resolve_range(
+    granularity: str,
+    start_from: datetime | None,
+    to: datetime | None,
+    *,
+    now: datetime,
+    max_windows: int,
+) -> WindowRange:
+    """The windows a ``from``/``to`` query asks for.
+
+    ``to`` (exclusive, default now) bounds the window starts; ``from``
+    (default ``to`` minus :data:`DEFAULT_WINDOW_COUNT` windows) is rounded
+    down to its window's start, so the window containing ``from`` is included.
+
+    Raises
+    ------
+    InvalidInput
+        ``from`` after ``to``, or more than ``max_windows`` windows.
+    """
+    length = window_length(granularity)
+    end = to if to is not None else now
+    begin = start_from if start_from is not None else end - DEFAULT_WINDOW_COUNT * length
+    if begin > end:
+        raise InvalidInput("from", "must not be after to")
+    found = WindowRange(window_start(begin, granularity), end, granularity)
+    if found.count > max_windows:
+        raise InvalidInput(
+            "from",
+            f"the range spans {found.count} windows of {granularity}; at most {max_windows} "
+            "per request (narrow from/to)",
+        )
+    return found
+
+
+def check_window_start(start: datetime, granularity: str) -> datetime:
+    """``start`` if it is the start of a window of ``granularity``, else InvalidInput."""
+    if start.tzinfo is None or start.utcoffset() is None:
+        raise InvalidInput("start", "must carry a time zone offset (e.g. Z)")
+    aligned = window_start(start, granularity)
+    if aligned != start:
+        raise InvalidInput(
+            "start",
+            f"is not the start of a {granularity} window (the window containing it starts "
+            f"at {aligned.isoformat()})",
+        )
+    return aligned
+
+
+# --- the view ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WindowView:
+    """One window as the API shows it.
+
+    Attributes
+    ----------
+    start, end : datetime
+        The half-open window [start, end), UTC.
+    segment : str or None
+        The registered segment, or None for the all-traffic window.
+    granularity : str
+        The window length (the model's, or the re-windowing granularity).
+    n, positives : int
+        Examples in the window and actual positives among them (current sums).
+    status : str
+        ``"fresh"`` or ``"pending"`` (module docstring).
+    metrics : dict of str to float or None
+        Names as in ``evaluate``; empty when nothing was computed yet.
+    reasons : dict of str to str
+        Why each None metric is None (``"insufficient_data"`` or the formula's case).
+    intervals : dict of str to dict
+        ``{"lower", "upper", "level"}`` of the prior-invariant metrics.
+    drift : dict or None
+        ``{"verdict", "prior", "likelihood", "attribution", ...}``.
+    curves : dict or None
+        ROC, PR, calibrated PR and OPRC points (single-window view only).
+    computed_at : datetime or None
+        When the result was computed.
+    aggregate_version : int or None
+        The aggregate version the result was computed from (stored windows).
+    merged_windows : int
+        Stored windows summed into this one (1 for a stored window).
+    error : str or None
+        Why the last computation failed (stored status "error").
+    """
+
+    start: datetime
+    end: datetime
+    segment: str | None
+    granularity: str
+    n: int
+    positives: int
+    status: str
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    intervals: dict[str, Any] = field(default_factory=dict)
+    drift: dict[str, Any] | None = None
+    curves: dict[str, Any] | None = None
+    computed_at: datetime | None = None
+    aggregate_version: int | None = None
+    merged_windows: int = 1
+    error: str | None = None
+
+    @property
+    def prior(self) -> float | None:
+        """pi = P / n of the window (None when empty)."""
+        return self.positives / self.n if self.n > 0 else None
+
+    def to_dict(self, *, with_curves: bool = False) -> dict[str, Any]:
+        """The contract's JSON shape (datetimes as ISO 8601 UTC strings)."""
+        out: dict[str, Any] = {
+            "start": iso(self.start),
+            "end": iso(self.end),
+            "segment": self.segment,
+            "granularity": self.granularity,
+            "n": self.n,
+            "positives": self.positives,
+            "prior": self.prior,
+            "status": self.status,
+            "metrics": self.metrics,
+            "reasons": self.reasons,
+            "intervals": self.intervals,
+            "drift": self.drift,
+            "computed_at": None if self.computed_at is None else iso(self.computed_at),
+            "aggregate_version": self.aggregate_version,
+            "merged_windows": self.merged_windows,
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        if with_curves:
+            out["curves"] = self.curves
+        return out
+
+
+def iso(moment: datetime) -> str:
+    """ISO 8601 in UTC with a ``Z`` suffix, as the rest of the API writes times."""
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def is_fresh(status: str | None, computed_version: int | None, version: int, dirty: bool) -> bool:
+    """True when a stored result is the current one of its window.
+
+    It must have been stored as ``"fresh"``, from the aggregate's current
+    ``version``, and the window must not be marked for recomputation (a
+    reference or settings change marks it dirty without a new version).
+    """
+    return status == FRESH and computed_version == version and not dirty
+
+
+# --- stored windows ------------------------------------------------------------
+
+
+def _stored_columns(with_curves: bool) -> list[Any]:
+    columns: list[Any] = [
+        WA.window_start,
+        WA.n,
+        WA.positives,
+        WA.version,
+        WA.dirty,
+        WM.status,
+        WM.aggregate_version,
+        WM.computed_at,
+        WM.metrics,
+        WM.reasons,
+        WM.intervals,
+        WM.drift,
+        WM.error,
+    ]
+    if with_curves:
+        columns.append(WM.curves)
+    return columns
+
+
+def _stored_select(model: ModelConfig, key: str, *, with_curves: bool) -> Any:
+    return (
+        select(*_stored_columns(with_curves))
+        .select_from(WA)
+        .outerjoin(
+            WM,
+            and_(
+                WM.model_id == WA.model_id,
+                WM.segment == WA.segment,
+                WM.window_start == WA.window_start,
+            ),
+        )
+        .where(WA.model_id == model.id, WA.segment == key, WA.n > 0)
+    )
+
+
+def _stored_view(model: ModelConfig, key: str, row: Any, *, with_curves: bool) -> WindowView:
+    has_result = row.status is not None
+    fresh = is_fresh(row.status, row.aggregate_version, row.version, row.dirty)
+    start: datetime = row.window_start
+    return WindowView(
+        start=start,
+        end=start + window_length(model.window),
+        segment=segment_name(key),
+        granularity=model.window,
+        n=int(row.n),
+        positives=int(row.positives),
+        status=FRESH if fresh else PENDING,
+        metrics=dict(row.metrics or {}) if has_result else {},
+        reasons=dict(row.reasons or {}) if has_result else {},
+        intervals=dict(row.intervals or {}) if has_result else {},
+        drift=row.drift if has_result else None,
+        curves=row.curves if with_curves and has_result else None,
+        computed_at=row.computed_at,
+        aggregate_version=None if row.aggregate_version is None else int(row.aggregate_version),
+        error=row.error,
+    )
+
+
+def stored_windows(
+    session: Session, model: ModelConfig, key: str, window_range: WindowRange
+) -> list[WindowView]:
+    """The stored windows of one segment key whose start is in the range, oldest first."""
+    rows = session.execute(
+        _stored_select(model, key, with_curves=False)
+        .where(WA.window_start >= window_range.start, WA.window_start < window_range.end)
+        .order_by(WA.window_start)
+    ).all()
+    return [_stored_view(model, key, row, with_curves=False) for row in rows]
+
+
+def stored_window(
+    session: Session, model: ModelConfig, key: str, start: datetime
+) -> WindowView | None:
+    """One stored window in full (curves included), or None when it holds no data."""
+    row = session.execute(
+        _stored_select(model, key, with_curves=True).where(WA.window_start == start)
+    ).one_or_none()
+    return None if row is None else _stored_view(model, key, row, with_curves=True)
+
+
+# --- merged windows (re-windowing) --------------------------------------------
+
+
+def _merge_groups(
+    session: Session, model: ModelConfig, key: str, window_range: WindowRange
+) -> list[tuple[datetime, list[datetime]]]:
+    """(merged start, stored starts) of every merged window with data, oldest first."""
+    starts = session.scalars(
+        select(WA.window_start)
+        .where(
+            WA.model_id == model.id,
+            WA.segment == key,
+            WA.n > 0,
+            WA.window_start >= window_range.start,
+            WA.window_start < window_range.end,
+        )
+        .order_by(WA.window_start)
+    ).all()
+    if len(starts) > MAX_MERGED_SOURCE_WINDOWS:
+        raise InvalidInput(
+            "from",
+            f"the range holds {len(starts)} stored windows; re-windowing reads at most "
+            f"{MAX_MERGED_SOURCE_WINDOWS} per request (narrow from/to)",
+        )
+    groups: dict[datetime, list[datetime]] = {}
+    for s in starts:
+        groups.setdefault(window_start(s, window_range.granularity), []).append(s)
+    return list(groups.items())
+
+
+def _merged_view(
+    session: Session,
+    model: ModelConfig,
+    key: str,
+    start: datetime,
+    sources: Sequence[datetime],
+    granularity: str,
+    cache: ReferenceCache,
+    now: datetime,
+    *,
+    with_curves: bool,
+) -> WindowView | None:
+    rows = session.scalars(
+        select(WA).where(WA.model_id == model.id, WA.segment == key, WA.window_start.in_(sources))
+    ).all()
+    sums = WindowSums.merge(WindowSums.from_row(r) for r in rows)
+    if sums is None or sums.n <= 0:
+        return None
+    end = start + window_length(granularity)
+    period = reference_period(model, start, end)
+    reference = None
+    if period is not None and not period.contains_window:
+        reference = cache.get(session, model, key, period.start, period.end)
+    result = compute_window_result(
+        model,
+        sums,
+        reference,
+        in_reference_period=period is not None and period.contains_window,
+    )
+    return WindowView(
+        start=start,
+        end=end,
+        segment=segment_name(key),
+        granularity=granularity,
+        n=sums.n,
+        positives=sums.positives,
+        status=FRESH,
+        metrics=result.metrics,
+        reasons=result.reasons,
+        intervals=result.intervals,
+        drift=result.drift,
+        curves=result.curves if with_curves else None,
+        computed_at=now,
+        merged_windows=len(rows),
+    )
+
+
+def merged_windows(
+    session: Session, model: ModelConfig, key: str, window_range: WindowRange, now: datetime
+) -> list[WindowView]:
+    """Windows of ``window_range.granularity`` summed from the stored ones and computed now."""
+    cache = ReferenceCache()
+    views = []
+    for start, sources in _merge_groups(session, model, key, window_range):
+        view = _merged_view(
+            session,
+            model,
+            key,
+            start,
+            sources,
+            window_range.granularity,
+            cache,
+            now,
+            with_curves=False,
+        )
+        if view is not None:
+            views.append(view)
+    return views
+
+
+# --- entry points ------------------------------------------------------------------
+
+
+def list_windows(
+    session: Session,
+    model: ModelConfig,
+    *,
+    segment: str | None,
+    start_from: datetime | None,
+    to: datetime | None,
+    granularity: str | None,
+    now: datetime,
+) -> list[WindowView]:
+    """The windows of one segment (None: all traffic) starting in [from, to), oldest first.
+
+    Parameters
+    ----------
+    segment : str or None
+        A registered segment, or None for the all-traffic windows.
+    start_from, to : datetime or None
+        The range of window starts (see :func:`resolve_range`).
+    granularity : str or None
+        None or the model's window: the stored windows. A longer window length:
+        merged windows computed now (at most :data:`MAX_MERGED_WINDOWS`).
+    now : datetime
+        The current time (default ``to``; ``computed_at`` of merged windows).
+
+    Raises
+    ------
+    InvalidInput
+        Unregistered segment, bad granularity, bad or too long range.
+    """
+    key = segment_key(model, segment)
+    granularity = check_granularity(model, granularity)
+    if granularity == model.window:
+        window_range = resolve_range(
+            granularity, start_from, to, now=now, max_windows=MAX_STORED_WINDOWS
+        )
+        return stored_windows(session, model, key, window_range)
+    window_range = resolve_range(
+        granularity, start_from, to, now=now, max_windows=MAX_MERGED_WINDOWS
+    )
+    return merged_windows(session, model, key, window_range, now)
+
+
+def get_window(
+    session: Session,
+    model: ModelConfig,
+    start: datetime,
+    *,
+    segment: str | None,
+    granularity: str | None,
+    now: datetime,
+) -> WindowView | None:
+    """One window in full, curves included; None when it holds no data.
+
+    ``start`` must be the start of a window of the granularity (the model's
+    window by default); a longer granularity merges and computes it now.
+    """
+    key = segment_key(model, segment)
+    granularity = check_granularity(model, granularity)
+    start = check_window_start(start, granularity)
+    if granularity == model.window:
+        return stored_window(session, model, key, start)
+    window_range = WindowRange(start, start + window_length(granularity), granularity)
+    groups = _merge_groups(session, model, key, window_range)
+    if not groups:
+        return None
+    ((merged_start, sources),) = groups
+    return _merged_view(
+        session,
+        model,
+        key,
+        merged_start,
+        sources,
+        granularity,
+        ReferenceCache(),
+        now,
+        with_curves=True,
+    )

@@ -1,0 +1,151 @@
+"""The worker's claim loop: a small explicit loop around a job source.
+
+The loop knows nothing about SQL; it drives a :class:`JobSource` (the database
+queue in production, an in-memory fake in the unit tests):
+
+* claim a job; none -> sleep ``poll_interval_seconds`` (woken early by stop);
+* stop requested after the claim -> release the job (another worker takes it
+  at once) and return; otherwise run it to completion (compute and persist:
+  a fraction of a second), then look at the stop event again;
+* any exception (database unreachable, restarted, deadlock victim) -> log it,
+  wait with exponential backoff (``backoff_initial_seconds`` doubling up to
+  ``backoff_max_seconds``), try again: the worker never dies of a database
+  outage, and resumes on its own once the database answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+log = logging.getLogger("priorwatch.worker")
+
+JobT = TypeVar("JobT")
+
+
+class JobSource(Protocol[JobT]):
+    """Where jobs come from and where they go."""
+
+    def claim(self) -> JobT | None:
+        """Take the next job (exclusively) or return None when there is none."""
+
+    def run(self, job: JobT) -> None:
+        """Process a claimed job to the end (its result persisted or fenced out)."""
+
+    def release(self, job: JobT) -> None:
+        """Give a claimed job back unprocessed."""
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff: ``initial_seconds`` doubling up to ``max_seconds``."""
+
+    initial_seconds: float
+    max_seconds: float
+    _failures: int = 0
+
+    def next_delay_seconds(self) -> float:
+        """The wait before the next retry (and count one more failure)."""
+        delay = min(self.max_seconds, self.initial_seconds * 2.0 ** min(self._failures, 30))
+        self._failures += 1
+        return delay
+
+    def reset(self) -> None:
+        self._failures = 0
+
+    @property
+    def failures(self) -> int:
+        """Consecutive failures since the last success."""
+        return self._failures
+
+
+@dataclass
+class LoopStats:
+    """What one loop did (for logs, tests and benchmarks)."""
+
+    jobs_run: int = 0
+    jobs_released: int = 0
+    errors: int = 0
+
+
+class WorkerLoop(Generic[JobT]):
+    """Claim, run, repeat until ``stop`` is set.
+
+    Parameters
+    ----------
+    jobs : JobSource
+    stop : threading.Event
+        Set it (signal handler, embedded-mode shutdown) to end the loop after
+        the current job.
+    poll_interval_seconds : float
+        Sleep when the queue is empty.
+    backoff : Backoff
+        Waits after errors.
+    """
+
+    def __init__(
+        self,
+        jobs: JobSource[JobT],
+        *,
+        stop: threading.Event,
+        poll_interval_seconds: float,
+        backoff: Backoff,
+    ) -> None:
+        self.jobs = jobs
+        self.stop = stop
+        self.poll_interval_seconds = poll_interval_seconds
+        self.backoff = backoff
+        self.stats = LoopStats()
+
+    def run_once(self) -> bool:
+        """Claim and run at most one job; True if one was run (exceptions propagate)."""
+        job = self.jobs.claim()
+        if job is None:
+            return False
+        if self.stop.is_set():
+            self.jobs.release(job)
+            self.stats.jobs_released += 1
+            return False
+        self.jobs.run(job)
+        self.stats.jobs_run += 1
+        return True
+
+    def run(self) -> LoopStats:
+        """Loop until ``stop`` is set; never raises for a failing job source."""
+        log.info("worker loop started (poll interval %.3f s)", self.poll_interval_seconds)
+        while not self.stop.is_set():
+            try:
+                worked = self.run_once()
+            except Exception as exc:  # the loop must outlive any outage
+                self.stats.errors += 1
+                delay = self.backoff.next_delay_seconds()
+                if self.backoff.failures == 1:
+                    log.warning("worker error, retrying in %.2f s: %s", delay, exc, exc_info=True)
+                else:
+                    log.warning(
+                        "worker error #%d, retrying in %.2f s: %s",
+                        self.backoff.failures,
+                        delay,
+                        _one_line(exc),
+                    )
+                self.stop.wait(delay)
+                continue
+            if self.backoff.failures:
+                log.info("worker resumed after %d failed attempts", self.backoff.failures)
+                self.backoff.reset()
+            if not worked:
+                self.stop.wait(self.poll_interval_seconds)
+        log.info(
+            "worker loop stopped: %d jobs run, %d released, %d errors",
+            self.stats.jobs_run,
+            self.stats.jobs_released,
+            self.stats.errors,
+        )
+        return self.stats
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

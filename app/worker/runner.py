@@ -1,0 +1,133 @@
+"""Starting and stopping workers: the ``priorwatch worker`` process and the
+in-process worker thread of embedded mode (``priorwatch serve`` on SQLite).
+
+Signals: SIGTERM and SIGINT ask the loop to stop; the window being computed
+is finished and stored (a fraction of a second), a window claimed but not
+started is released at once, and the process exits with status 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings, get_settings
+from app.db.session import make_engine, make_session_factory
+from app.worker.jobs import DatabaseJobs
+from app.worker.loop import Backoff, LoopStats, WorkerLoop
+from app.worker.settings import WorkerSettings
+
+log = logging.getLogger("priorwatch.worker")
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def build_loop(
+    session_factory: sessionmaker[Session],
+    worker_settings: WorkerSettings,
+    stop: threading.Event,
+) -> WorkerLoop[object]:
+    """A loop over the database queue with the given settings."""
+    jobs = DatabaseJobs(session_factory, lease_seconds=worker_settings.lease_seconds)
+    return WorkerLoop(
+        jobs,  # type: ignore[arg-type]
+        stop=stop,
+        poll_interval_seconds=worker_settings.poll_interval_seconds,
+        backoff=Backoff(
+            worker_settings.backoff_initial_seconds, worker_settings.backoff_max_seconds
+        ),
+    )
+
+
+def warm_up() -> None:
+    """Build the process's metric caches before the first claim (see WorkerSettings)."""
+    from app.services.window_compute import warm_up_result
+
+    warm_up_result()
+
+
+def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
+    """Make SIGTERM/SIGINT set ``stop``; returns a function restoring the old handlers."""
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping after the current window", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
+
+
+def run(
+    settings: Settings | None = None,
+    worker_settings: WorkerSettings | None = None,
+    stop: threading.Event | None = None,
+) -> LoopStats:
+    """Run one worker in this process until SIGTERM/SIGINT (``priorwatch worker``)."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s"
+    )
+    settings = settings or get_settings()
+    worker_settings = worker_settings or WorkerSettings()
+    stop = stop or threading.Event()
+    restore = install_stop_handlers(stop)
+    engine = make_engine(settings.database_url, settings)
+    try:
+        if worker_settings.warm_up:
+            warm_up()
+        loop = build_loop(make_session_factory(engine), worker_settings, stop)
+        log.info("worker ready (lease %.1f s)", worker_settings.lease_seconds)
+        return loop.run()
+    finally:
+        engine.dispose()
+        restore()
+
+
+class InProcessWorker:
+    """The embedded-mode worker: one daemon thread running the loop.
+
+    ``stop()`` sets the stop event and joins the thread (the current window is
+    finished first).
+    """
+
+    def __init__(
+        self, session_factory: sessionmaker[Session], worker_settings: WorkerSettings
+    ) -> None:
+        self.stop_event = threading.Event()
+        self.settings = worker_settings
+        self.loop = build_loop(session_factory, worker_settings, self.stop_event)
+        self.thread = threading.Thread(target=self._main, name="priorwatch-worker", daemon=True)
+
+    def _main(self) -> None:
+        if self.settings.warm_up:
+            warm_up()
+        self.loop.run()
+
+    def start(self) -> InProcessWorker:
+        self.thread.start()
+        return self
+
+    def stop(self, timeout_seconds: float = 30.0) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout_seconds)
+        if self.thread.is_alive():
+            log.warning("in-process worker did not stop within %.0f s", timeout_seconds)
+
+
+def start_in_process(
+    session_factory: sessionmaker[Session], worker_settings: WorkerSettings | None = None
+) -> Callable[[], None]:
+    """Start the embedded worker thread; returns the function that stops and joins it."""
+    worker = InProcessWorker(session_factory, worker_settings or WorkerSettings()).start()
+    return worker.stop

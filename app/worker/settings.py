@@ -1,0 +1,55 @@
+"""Worker settings, from the environment (prefix ``PRIORWATCH_WORKER_``).
+
+The database comes from the service's settings (``PRIORWATCH_DATABASE_URL``,
+:class:`app.config.Settings`); these are the worker's own knobs, e.g.
+``PRIORWATCH_WORKER_LEASE_SECONDS=10``.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class WorkerSettings(BaseSettings):
+    """How a worker polls, holds and retries (docs/worker.md explains each bound)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PRIORWATCH_WORKER_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        frozen=True,
+    )
+
+    poll_interval_seconds: float = Field(
+        default=0.25,
+        gt=0,
+        le=60,
+        description="sleep between two looks at an empty queue",
+    )
+    lease_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description="how long a claim is exclusive; a killed worker's window is "
+        "taken over after at most this plus one poll interval",
+    )
+    backoff_initial_seconds: float = Field(
+        default=0.1, gt=0, description="first wait after a database error"
+    )
+    backoff_max_seconds: float = Field(
+        default=5.0, gt=0, description="longest wait between two retries while the database is down"
+    )
+    warm_up: bool = Field(
+        default=True,
+        description="compute one synthetic window before the first claim (builds the "
+        "OPS reference curves), so that no lease is spent on one-off start-up work",
+    )
+
+    @model_validator(mode="after")
+    def _backoff_ordered(self) -> Self:
+        if self.backoff_max_seconds < self.backoff_initial_seconds:
+            raise ValueError("backoff_max_seconds must be >= backoff_initial_seconds")
+        return self

@@ -1,0 +1,316 @@
+"""Scrape time of GET /metrics at 100 models x 10 segments (issue 4).
+
+Builds a temporary database (SQLite file, and PostgreSQL when reachable at
+PRIORWATCH_TEST_POSTGRES_URL or the default local server) through the real
+migrations, fills it with 100 models of 10 segments, each (model, segment
+key) holding WINDOWS stored windows with a real worker result (one
+``compute_window_result`` document reused), and BATCHES_PER_MODEL batch rows
+per model. Then it prints, per backend:
+
+* the exporter's scrape (``Exporter.render``: the fixed-query read and the
+  direct text writer): the first one, one where every window changed (text
+  cache emptied) and the steady one (no window changed), medians of REPEATS
+  runs, with the SQL statements per scrape; ``GET /metrics`` through the
+  ASGI app; and the same registry through prometheus_client's
+  ``generate_latest`` once;
+* the baseline measured in the same run: a naive collector that reads the
+  same data with one query per (model, segment) (the N+1 pattern), and the
+  ratio of the two.
+
+Usage: ``.venv/bin/python bench/bench_scrape.py`` (``make bench``).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from fastapi.testclient import TestClient
+from prometheus_client import generate_latest
+from sqlalchemy.orm import Session
+
+from app.config import Settings
+from app.db.migrate import upgrade_to_head
+from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMetrics
+from app.main import create_app
+from app.metrics.binning import default_bin_edges, histogram_counts
+from app.metrics.confusion import ConfusionCounts
+from app.metrics.probability import ProbabilitySums
+from app.services.model_config import ModelConfig
+from app.services.window_compute import WindowSums, compute_window_result
+
+MODELS = 100
+SEGMENTS = 10
+WINDOWS = 3
+BATCHES_PER_MODEL = 24
+N_BINS = 1_000
+REPEATS = 7
+POSTGRES_URL = os.environ.get(
+    "PRIORWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def _result_document() -> dict[str, Any]:
+    """One real worker result (metrics, reasons, intervals, drift), JSON-ready."""
+    edges = default_bin_edges((0.5,), n_bins=N_BINS)
+    rng = np.random.default_rng(0)
+    labels = (rng.random(5_000) < 0.1).astype(np.int64)
+    scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=labels.size) + 1.5 * labels - 2.0)))
+    pos, neg = histogram_counts(scores, labels, edges)
+    sums = WindowSums(
+        labels.size,
+        int(labels.sum()),
+        pos,
+        neg,
+        (ConfusionCounts.from_predictions(scores, labels, 0.5),),
+        ProbabilitySums.from_predictions(scores, labels),
+    )
+    config = ModelConfig(
+        id=0,
+        name="bench",
+        window="1h",
+        thresholds=(0.5,),
+        pi0=0.05,
+        cost_ratio=0.7,
+        segments=frozenset(),
+        sla=(),
+        drift={"reference": {"trailing_windows": 3}},
+        bin_edges=edges,
+    )
+    result = compute_window_result(config, sums, sums)
+    return {
+        "metrics": result.metrics,
+        "reasons": result.reasons,
+        "intervals": result.intervals,
+        "drift": result.drift,
+    }
+
+
+def fill(url: str) -> int:
+    """Insert the models, batches, aggregates and results; returns the window count."""
+    doc = _result_document()
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    edges = default_bin_edges((0.5,), n_bins=N_BINS)
+    hist = np.ones(N_BINS, dtype=np.int64)
+    segment_names = [f"seg-{j}" for j in range(SEGMENTS)]
+    sla = [
+        {"metric": "calibrated_f1", "op": ">=", "target": 0.3},
+        {"metric": "auc_roc", "op": ">=", "target": 0.7},
+    ]
+    engine = sa.create_engine(url)
+    models, batches, aggregates, results = [], [], [], []
+    for i in range(MODELS):
+        models.append(
+            {
+                "id": i + 1,
+                "name": f"model-{i:03d}",
+                "window": "1h",
+                "thresholds": [0.5],
+                "pi0": 0.05,
+                "cost_ratio": 0.7,
+                "segments": segment_names,
+                "sla": sla,
+                "drift": {"reference": {"trailing_windows": 3}},
+                "n_bins": N_BINS,
+                "bin_edges": edges,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        for b in range(BATCHES_PER_MODEL):
+            batches.append(
+                {
+                    "model_id": i + 1,
+                    "id": uuid.uuid4(),
+                    "idempotency_key": f"k{b}",
+                    "request_hash": "0" * 64,
+                    "kind": "scores",
+                    "event_at": now,
+                    "window_start": now,
+                    "segment": segment_names[b % SEGMENTS],
+                    "n": 1000,
+                    "positives": 100,
+                    "response": {},
+                    "received_at": now,
+                }
+            )
+        for key in [ALL_SEGMENTS, *segment_names]:
+            for w in range(WINDOWS):
+                start = now - timedelta(hours=WINDOWS - w)
+                window_key = {"model_id": i + 1, "segment": key, "window_start": start}
+                aggregates.append(
+                    {
+                        **window_key,
+                        "n": 2 * N_BINS,
+                        "positives": N_BINS,
+                        "hist_positives": hist,
+                        "hist_negatives": hist,
+                        "confusion": [{"threshold": 0.5, "tp": 1, "fp": 1, "fn": 1, "tn": 1}],
+                        "version": 1,
+                        "dirty": False,
+                        "created_at": now,
+                        "updated_at": now,
+                    }
+                )
+                results.append(
+                    {
+                        **window_key,
+                        "aggregate_version": 1,
+                        "computed_at": now,
+                        "status": "fresh",
+                        **doc,
+                    }
+                )
+    with Session(engine) as session, session.begin():
+        session.execute(sa.insert(Model), models)
+        session.execute(sa.insert(Batch), batches)
+        session.execute(sa.insert(WindowAggregate), aggregates)
+        session.execute(sa.insert(WindowMetrics), results)
+    engine.dispose()
+    return len(results)
+
+
+def naive_scrape(session: Session) -> int:
+    """Baseline: the same data with one query per (model, segment key); returns values read."""
+    values = 0
+    for model_id, segments in session.execute(sa.select(Model.id, Model.segments)).all():
+        for key in [ALL_SEGMENTS, *segments]:
+            row = session.execute(
+                sa.select(WindowMetrics.metrics, WindowMetrics.drift, WindowMetrics.intervals)
+                .where(
+                    WindowMetrics.model_id == model_id,
+                    WindowMetrics.segment == key,
+                    WindowMetrics.status == "fresh",
+                )
+                .order_by(WindowMetrics.window_start.desc())
+                .limit(1)
+            ).first()
+            if row is not None:
+                values += sum(v is not None for v in row.metrics.values())
+        session.scalar(
+            sa.select(sa.func.count()).select_from(Batch).where(Batch.model_id == model_id)
+        )
+    session.rollback()
+    return values
+
+
+def _median_seconds(run: Callable[[], object]) -> float:
+    times = []
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure(label: str, url: str) -> None:
+    t0 = time.perf_counter()
+    upgrade_to_head(url)
+    windows = fill(url)
+    print(
+        f"[{label}] {MODELS} models x {SEGMENTS} segments: {windows} stored windows, "
+        f"{MODELS * BATCHES_PER_MODEL} batches (setup {time.perf_counter() - t0:.1f} s)"
+    )
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, database_url=url, embedded_worker=False
+    )
+    app = create_app(settings)
+    exporter = app.state.exporter
+    engine: sa.Engine = app.state.engine
+    statements: list[str] = []
+    sa.event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    t0 = time.perf_counter()
+    text = exporter.render()  # first scrape: every window's document read and written
+    cold = time.perf_counter() - t0
+    cold_statements = len(statements)
+    statements.clear()
+    exporter.render()
+    n_statements = len(statements)
+    samples = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
+    collector = _median_seconds(exporter.render)
+
+    def uncached() -> None:
+        exporter.windows._chunks = {}
+        exporter.render()
+
+    no_cache = _median_seconds(uncached)
+    t0 = time.perf_counter()
+    generate_latest(exporter.registry)
+    library = time.perf_counter() - t0
+    with TestClient(app) as client:
+        client.get("/metrics")
+        http = _median_seconds(lambda: client.get("/metrics"))
+    factory = app.state.session_factory
+
+    def naive() -> None:
+        with factory() as session:
+            naive_scrape(session)
+
+    naive()
+    baseline = _median_seconds(naive)
+    print(
+        f"[{label}] exposition: {samples} samples, {len(text) / 1e6:.2f} MB; SQL statements: "
+        f"{cold_statements} on the first scrape, {n_statements} when no window changed"
+    )
+    print(f"[{label}] first scrape (cold process)           : {cold * 1e3:8.1f} ms")
+    print(
+        f"[{label}] scrape, every window changed (no cache): {no_cache * 1e3:8.1f} ms "
+        f"(median of {REPEATS})"
+    )
+    print(f"[{label}] scrape, no window changed (steady)    : {collector * 1e3:8.1f} ms")
+    print(f"[{label}] same data via prometheus_client generate_latest: {library * 1e3:8.1f} ms")
+    print(f"[{label}] GET /metrics over ASGI (steady)       : {http * 1e3:8.1f} ms")
+    print(
+        f"[{label}] baseline, 1 query per (model, segment), reading only: "
+        f"{baseline * 1e3:8.1f} ms ({MODELS * (SEGMENTS + 2) + 1} statements)"
+    )
+    print(
+        f"[{label}] ratio scrape without cache / baseline: {no_cache / baseline:.2f}; "
+        f"steady scrape / baseline: {collector / baseline:.3f}"
+    )
+    app.state.engine.dispose()
+
+
+@contextmanager
+def postgres_database() -> Iterator[str | None]:
+    server = sa.engine.make_url(POSTGRES_URL)
+    admin = sa.create_engine(
+        server, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
+    )
+    name = f"priorwatch_bench_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except sa.exc.OperationalError as exc:
+        print(f"[postgres] skipped: {str(exc.orig).strip().splitlines()[0]}")
+        admin.dispose()
+        yield None
+        return
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        measure("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}")
+    with postgres_database() as url:
+        if url is not None:
+            measure("postgres", url)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+"""Worker throughput (1 vs 2 worker processes) and freshness, on PostgreSQL.
+
+* Throughput: real ``priorwatch worker`` processes are started and warmed up;
+  then every window of a backlog (``--windows`` windows of a model with the
+  default 10,000 bins) is marked dirty in one transaction and the script
+  times how long the queue takes to drain. Printed: windows/s for 1 and 2
+  workers and their ratio (the baseline is 1 worker, same run).
+* Freshness: with one idle worker, ``--batches`` single batches are ingested
+  one after another (light load); for each, the time from the batch's commit
+  until the window's stored result carries the new aggregate version.
+  Printed: median, 95th percentile and maximum (target: under 2 s).
+* Compute: the time of ``compute_window_result`` alone for one such window,
+  in this process (metrics, intervals, drift, curves), as a reference.
+
+Usage: ``python bench/bench_worker.py [--windows 60] [--batches 20] [--rounds 3]``.
+Needs the PostgreSQL server of PRIORWATCH_TEST_POSTGRES_URL (default
+postgresql+psycopg://postgres@127.0.0.1:5432/postgres); prints a notice and
+exits 0 when it is unreachable. Every wait is bounded; the worker processes
+are stopped (SIGTERM) and the temporary database is dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.api.schemas import ModelCreate
+from app.config import Settings
+from app.db.migrate import upgrade_to_head
+from app.db.models import WindowMetrics
+from app.db.session import make_engine, make_session_factory, write_transaction
+from app.services.ingestion import ingest_batch
+from app.services.model_config import ModelConfig
+from app.services.models import create_model
+from app.services.window_compute import WindowSums, compute_window_result
+from app.services.windowing import window_length, window_start
+from app.worker import queue
+
+PG_SERVER = os.environ.get(
+    "PRIORWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+WAIT_SECONDS = 300.0
+
+
+@contextmanager
+def temporary_database() -> Iterator[str | None]:
+    server = make_url(PG_SERVER)
+    admin = sa.create_engine(
+        server, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
+    )
+    name = f"priorwatch_bench_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except sa.exc.OperationalError as exc:
+        print(f"PostgreSQL unreachable ({str(exc.orig).strip().splitlines()[0]}): skipped")
+        admin.dispose()
+        yield None
+        return
+    url = server.set(database=name).render_as_string(hide_password=False)
+    try:
+        upgrade_to_head(url)
+        yield url
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def post(
+    factory: sessionmaker[Session],
+    model: ModelConfig,
+    settings: Settings,
+    at: datetime,
+    rng: np.random.Generator,
+    n: int = 5_000,
+) -> None:
+    labels = (rng.random(n) < 0.05).astype(int)
+    scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=n) + 2.0 * labels - 3.0)))
+    body = orjson.dumps(
+        {"timestamp": at.isoformat(), "scores": scores.tolist(), "labels": labels.tolist()}
+    )
+    with factory() as session:
+        ingest_batch(session, model, body, idempotency_key=None, settings=settings, now=now())
+
+
+def dirty_count(factory: sessionmaker[Session]) -> int:
+    with factory() as session:
+        return queue.queue_stats(session).dirty_windows
+
+
+def wait_drained(factory: sessionmaker[Session]) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while dirty_count(factory) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if dirty_count(factory):
+        raise SystemExit(f"the queue did not drain within {WAIT_SECONDS:.0f} s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def workers(url: str, count: int, workdir: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    exe = Path(sys.executable).with_name("priorwatch")
+    env = {**os.environ, "PRIORWATCH_DATABASE_URL": url}
+    procs = []
+    logs = []
+    for i in range(count):
+        log = open(workdir / f"worker-{count}-{i}.log", "w+")  # noqa: SIM115
+        logs.append(log)
+        procs.append(
+            subprocess.Popen([str(exe), "worker"], env=env, cwd=workdir, stderr=log, stdout=log)
+        )
+    try:
+        deadline = time.monotonic() + WAIT_SECONDS
+        for log in logs:
+            while "worker ready" not in Path(log.name).read_text():
+                if time.monotonic() > deadline:
+                    raise SystemExit("the workers did not start")
+                time.sleep(0.05)
+        yield procs
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(WAIT_SECONDS)
+        for log in logs:
+            log.close()
+
+
+def throughput(
+    url: str,
+    factory: sessionmaker[Session],
+    model: ModelConfig,
+    count: int,
+    workdir: Path,
+    rounds: int,
+) -> float:
+    """Best-of-``rounds`` windows/s of ``count`` workers on the whole backlog."""
+    best = 0.0
+    with workers(url, count, workdir) as procs:
+        wait_drained(factory)
+        for _ in range(rounds):
+            with factory() as session, write_transaction(session):
+                marked = queue.invalidate_windows(session, model.id, now=now())
+            cpu_before = sum(cpu_seconds(p.pid) for p in procs)
+            started = time.perf_counter()
+            wait_drained(factory)
+            elapsed = time.perf_counter() - started
+            cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu_before
+            rate = marked / elapsed
+            best = max(best, rate)
+            print(
+                f"  {count} worker(s): {marked} windows in {elapsed:6.2f} s = {rate:6.1f} "
+                f"windows/s; worker CPU {cpu / marked * 1e3:5.1f} ms per window; "
+                f"load average {os.getloadavg()[0]:.1f}"
+            )
+    return best
+
+
+def freshness(
+    url: str,
+    factory: sessionmaker[Session],
+    model: ModelConfig,
+    settings: Settings,
+    batches: int,
+    workdir: Path,
+) -> list[float]:
+    rng = np.random.default_rng(2)
+    at = now() - timedelta(minutes=1)
+    start = window_start(at, model.window)
+    delays = []
+    with workers(url, 1, workdir):
+        wait_drained(factory)
+        for _ in range(batches):
+            post(factory, model, settings, at, rng)
+            committed = time.perf_counter()
+            with factory() as session:
+                target = session.scalar(
+                    sa.text(
+                        "SELECT version FROM window_aggregate WHERE model_id = :m "
+                        "AND segment = '*' AND window_start = :s"
+                    ),
+                    {"m": model.id, "s": start},
+                )
+            deadline = time.monotonic() + WAIT_SECONDS
+            while time.monotonic() < deadline:
+                with factory() as session:
+                    version = session.scalar(
+                        sa.select(WindowMetrics.aggregate_version).where(
+                            WindowMetrics.model_id == model.id,
+                            WindowMetrics.window_start == start,
+                        )
+                    )
+                if version is not None and version >= target:
+                    break
+                time.sleep(0.005)
+            delays.append(time.perf_counter() - committed)
+            time.sleep(0.3)  # light load: one batch at a time
+    return delays
+
+
+def compute_only(factory: sessionmaker[Session], model: ModelConfig) -> float:
+    from app.db.models import WindowAggregate
+
+    with factory() as session:
+        row = session.scalars(
+            sa.select(WindowAggregate).where(WindowAggregate.model_id == model.id).limit(1)
+        ).one()
+        sums = WindowSums.from_row(row)
+    compute_window_result(model, sums, None)  # warm caches
+    runs = 10
+    started = time.perf_counter()
+    for _ in range(runs):
+        compute_window_result(model, sums, None)
+    return (time.perf_counter() - started) / runs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--windows", type=int, default=60)
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    with temporary_database() as url, tempfile.TemporaryDirectory() as tmp:
+        if url is None:
+            return
+        settings = Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
+        engine = make_engine(url, settings)
+        factory = make_session_factory(engine)
+        with factory() as session:
+            row = create_model(
+                session,
+                ModelCreate.model_validate(
+                    {"name": "bench", "pi0": 0.05, "cost_ratio": 0.8, "window": "5m"}
+                ),
+                now(),
+            )
+            model = ModelConfig.from_row(row)
+        rng = np.random.default_rng(1)
+        length = window_length(model.window)
+        last = window_start(now(), model.window)
+        for k in range(args.windows):
+            post(factory, model, settings, last - k * length, rng)
+        print(f"backlog: {args.windows} windows of {model.n_bins} bins, 5,000 rows each")
+        per_window = compute_only(factory, model)
+        print(
+            f"compute_window_result alone: {per_window * 1e3:.1f} ms per window "
+            f"(= {1 / per_window:.1f} windows/s in one process)"
+        )
+        workdir = Path(tmp)
+        print("throughput (backlog marked dirty at once, workers warmed up):")
+        one = throughput(url, factory, model, 1, workdir, args.rounds)
+        two = throughput(url, factory, model, 2, workdir, args.rounds)
+        print(
+            f"  ratio 2 workers / 1 worker (best rounds): {two / one:.2f} "
+            f"(machine: {os.cpu_count()} cores shared with other work)"
+        )
+        delays = freshness(url, factory, model, settings, args.batches, workdir)
+        delays.sort()
+        p95 = delays[min(len(delays) - 1, round(0.95 * (len(delays) - 1)))]
+        print(
+            f"freshness over {len(delays)} batches (1 idle worker, poll 0.25 s): median "
+            f"{statistics.median(delays):.3f} s, p95 {p95:.3f} s, max {delays[-1]:.3f} s "
+            f"(target < 2 s)"
+        )
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Alembic revision files (a package so that they ship in the wheel)."""

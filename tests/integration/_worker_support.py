@@ -1,0 +1,128 @@
+"""Helpers of the worker's integration tests: models and batches through the real services."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.api.schemas import ModelCreate
+from app.config import Settings
+from app.db.models import Model, WindowAggregate, WindowMetrics
+from app.db.session import make_engine, make_session_factory
+from app.services.ingestion import ingest_batch
+from app.services.model_config import ModelConfig
+from app.services.models import create_model
+from app.services.windowing import window_length, window_start
+
+TEST_N_BINS = 500
+"""Fewer bins than the default: the tests are about the protocol, not the resolution."""
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@contextmanager
+def session_factory_for(url: str) -> Iterator[sessionmaker[Session]]:
+    engine = make_engine(url, Settings(_env_file=None, database_url=url))  # type: ignore[call-arg]
+    try:
+        yield make_session_factory(engine)
+    finally:
+        engine.dispose()
+
+
+def register_model(
+    factory: sessionmaker[Session], name: str = "fraud", **fields: Any
+) -> ModelConfig:
+    body: dict[str, Any] = {"name": name, "pi0": 0.1, "cost_ratio": 0.7, "n_bins": TEST_N_BINS}
+    body.update(fields)
+    with factory() as session:
+        model = create_model(session, ModelCreate.model_validate(body), utcnow())
+        return ModelConfig.from_row(model)
+
+
+def sample(
+    rng: np.random.Generator, n: int, prior: float, separation: float = 1.5
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """Binormal-logit scores: positives N(separation, 1), negatives N(0, 1)."""
+    labels = (rng.random(n) < prior).astype(np.int64)
+    logits = rng.normal(size=n) + separation * labels - 2.0
+    return 1.0 / (1.0 + np.exp(-logits)), labels
+
+
+def post_batch(
+    factory: sessionmaker[Session],
+    model: ModelConfig,
+    settings: Settings,
+    *,
+    at: datetime,
+    rng: np.random.Generator,
+    n: int = 400,
+    prior: float = 0.2,
+    segment: str | None = None,
+    separation: float = 1.5,
+) -> datetime:
+    """Ingest one scores batch with event time ``at``; returns its window start."""
+    scores, labels = sample(rng, n, prior, separation)
+    body: dict[str, Any] = {
+        "timestamp": at.isoformat(),
+        "scores": scores.tolist(),
+        "labels": labels.tolist(),
+    }
+    if segment is not None:
+        body["segment"] = segment
+    with factory() as session:
+        ingest_batch(
+            session,
+            model,
+            orjson.dumps(body),
+            idempotency_key=None,
+            settings=settings,
+            now=utcnow(),
+        )
+    return window_start(at, model.window)
+
+
+def window_starts(model: ModelConfig, count: int, *, end: datetime | None = None) -> list[datetime]:
+    """``count`` consecutive window starts of ``model`` ending with the current window."""
+    last = window_start(end or utcnow(), model.window)
+    length = window_length(model.window)
+    return [last - (count - 1 - i) * length for i in range(count)]
+
+
+def aggregate_rows(factory: sessionmaker[Session], model_id: int) -> list[WindowAggregate]:
+    with factory() as session:
+        return list(
+            session.scalars(
+                sa.select(WindowAggregate)
+                .where(WindowAggregate.model_id == model_id)
+                .order_by(WindowAggregate.segment, WindowAggregate.window_start)
+            )
+        )
+
+
+def metrics_rows(
+    factory: sessionmaker[Session], model_id: int
+) -> dict[tuple[str, datetime], WindowMetrics]:
+    with factory() as session:
+        rows = session.scalars(sa.select(WindowMetrics).where(WindowMetrics.model_id == model_id))
+        return {(r.segment, r.window_start): r for r in rows}
+
+
+def model_row(factory: sessionmaker[Session], model_id: int) -> Model:
+    with factory() as session:
+        row = session.get(Model, model_id)
+        assert row is not None
+        return row
+
+
+def minutes_ago(minutes: float) -> datetime:
+    return utcnow() - timedelta(minutes=minutes)

@@ -1,0 +1,195 @@
+"""Models through the real HTTP app, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.metrics.binning import default_bin_edges
+
+PROBLEM = "application/problem+json"
+
+
+def test_register_read_list(api: Any) -> None:
+    created = api.create_model(
+        "fraud",
+        window="1d",
+        thresholds=[0.4, 0.7],
+        pi0=0.02,
+        costs={"c_tp": 0.0, "c_fp": 1.0, "c_fn": 4.0, "c_tn": 0.0},
+        segments=["eu", "us"],
+        drift={"reference": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-08T00:00:00Z"}},
+    )
+    assert created["threshold"] == 0.4 and created["thresholds"] == [0.4, 0.7]
+    assert created["cost_ratio"] == pytest.approx(0.8)  # C_FN / (C_FN + C_FP) = 4 / 5
+    assert created["drift"]["reference"] == {
+        "from": "2026-01-01T00:00:00Z",
+        "to": "2026-01-08T00:00:00Z",
+        "trailing_windows": None,
+    }
+    assert created["drift"]["alpha"] == 0.01 and created["drift"]["min_class_count"] == 30
+    assert created["created_at"].endswith("Z")
+    r = api.client.get("/v1/models/fraud", headers=api.admin)
+    assert r.status_code == 200 and r.json() == created
+    api.create_model("churn")
+    r = api.client.get("/v1/models", headers=api.admin)
+    assert [m["name"] for m in r.json()["models"]] == ["churn", "fraud"]
+
+
+def test_bins_are_the_frozen_default_edges_with_thresholds(api: Any) -> None:
+    model = api.create_model("m", thresholds=[0.5, 0.25], n_bins=300)
+    r = api.client.get("/v1/models/m/bins", headers=api.admin)
+    bins = r.json()
+    expected = default_bin_edges([0.5, 0.25], n_bins=300)
+    assert bins["n_bins"] == model["n_bins"] == expected.size - 1
+    np.testing.assert_array_equal(np.array(bins["edges"]), expected)  # exact round trip
+    assert 0.25 in bins["edges"] and 0.5 in bins["edges"]
+    assert bins["thresholds"] == [0.5, 0.25]
+
+
+def test_patch_changes_settings_but_not_fixed_ones(api: Any) -> None:
+    created = api.create_model("m", segments=["eu"])
+    r = api.client.patch(
+        "/v1/models/m",
+        json={"pi0": 0.2, "segments": ["eu", "us"], "cost_ratio": 0.3, "description": "x"},
+        headers=api.admin,
+    )
+    assert r.status_code == 200, r.text
+    updated = r.json()
+    assert (updated["pi0"], updated["segments"], updated["cost_ratio"]) == (0.2, ["eu", "us"], 0.3)
+    assert updated["updated_at"] >= created["updated_at"]
+    # sending back the fixed fields unchanged is fine (PATCH with a GET body)
+    same = {k: updated[k] for k in ("name", "window", "threshold", "thresholds", "n_bins")}
+    assert api.client.patch("/v1/models/m", json=same, headers=api.admin).status_code == 200
+    for field, value in [
+        ("thresholds", [0.5, 0.6]),
+        ("threshold", 0.6),
+        ("window", "1d"),
+        ("n_bins", 10),
+        ("name", "other"),
+    ]:
+        r = api.client.patch("/v1/models/m", json={field: value}, headers=api.admin)
+        assert r.status_code == 422, (field, r.text)
+        assert r.json()["errors"][0]["field"] == field
+        assert "fixed at creation" in r.json()["errors"][0]["reason"]
+    assert api.client.get("/v1/models/m", headers=api.admin).json()["thresholds"] == [0.5]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": "Bad Name", "pi0": 0.1}, "name"),
+        ({"name": "m", "pi0": 1.0}, "pi0"),
+        ({"name": "m"}, "pi0"),
+        ({"name": "m", "pi0": 0.1, "window": "2h"}, "window"),
+        ({"name": "m", "pi0": 0.1, "thresholds": [0.5, 0.5]}, "thresholds"),
+        ({"name": "m", "pi0": 0.1, "thresholds": [1.5]}, "thresholds"),
+        ({"name": "m", "pi0": 0.1, "threshold": 0.4, "thresholds": [0.5]}, "body"),
+        ({"name": "m", "pi0": 0.1, "segments": ["eu", "eu"]}, "segments"),
+        ({"name": "m", "pi0": 0.1, "segments": ["*"]}, "segments.0"),
+        ({"name": "m", "pi0": 0.1, "costs": {"c_tp": 1, "c_fp": 1, "c_fn": 0, "c_tn": 0}}, "costs"),
+        ({"name": "m", "pi0": 0.1, "drift": {"alpha": 2}}, "drift"),
+        (
+            {
+                "name": "m",
+                "pi0": 0.1,
+                "drift": {
+                    "reference": {"from": "2026-01-02T00:00:00Z", "to": "2026-01-01T00:00:00Z"}
+                },
+            },
+            "drift.reference",
+        ),
+        (
+            {"name": "m", "pi0": 0.1, "sla": [{"metric": "f1", "op": ">", "target": 0.5}]},
+            "sla.0.op",
+        ),
+        ({"name": "m", "pi0": 0.1, "n_bins": 1}, "n_bins"),
+        ({"name": "m", "pi0": 0.1, "colour": "red"}, "colour"),
+    ],
+)
+def test_invalid_models_are_refused_with_the_field(
+    client: TestClient, admin_headers: dict[str, str], body: dict[str, Any], field: str
+) -> None:
+    r = client.post("/v1/models", json=body, headers=admin_headers)
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == PROBLEM
+    problem = r.json()
+    assert problem["status"] == 422 and problem["type"].endswith("invalid-input")
+    assert any(e["field"].startswith(field) for e in problem["errors"]), problem
+    assert client.get("/v1/models", headers=admin_headers).json() == {"models": []}
+
+
+def test_sla_metric_names_are_those_of_evaluate(api: Any) -> None:
+    model = api.create_model("m", sla=[{"metric": "calibrated_f1", "op": ">=", "target": 0.6}])
+    assert model["sla"] == [{"metric": "calibrated_f1", "op": ">=", "target": 0.6}]
+    r = api.client.post(
+        "/v1/models",
+        json={"name": "n", "pi0": 0.1, "sla": [{"metric": "auc_magic", "op": ">=", "target": 0.6}]},
+        headers=api.admin,
+    )
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "sla.0.metric"
+
+
+def test_duplicate_name_is_a_conflict(api: Any) -> None:
+    api.create_model("m")
+    r = api.client.post("/v1/models", json={"name": "m", "pi0": 0.3}, headers=api.admin)
+    assert r.status_code == 409 and r.json()["type"].endswith("model-exists")
+
+
+def test_auth(api: Any) -> None:
+    api.create_model("a")
+    api.create_model("b")
+    ingest_a = api.create_key("a", ("ingest",))
+    read_b = api.create_key("b", ("read",))
+    c = api.client
+    r = c.get("/v1/models")
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    assert r.headers["content-type"] == PROBLEM
+    assert c.get("/v1/models", headers=api.bearer("pw_nonsense")).status_code == 401
+    assert c.get("/v1/models", headers={"Authorization": "Basic eDp5"}).status_code == 401
+    # model keys: their own model only; admin calls need the admin token
+    assert c.get("/v1/models", headers=api.bearer(read_b)).status_code == 403
+    assert c.get("/v1/models/a", headers=api.bearer(ingest_a)).status_code == 200
+    assert c.get("/v1/models/a/bins", headers=api.bearer(ingest_a)).status_code == 200
+    assert c.get("/v1/models/a", headers=api.bearer(read_b)).status_code == 403
+    r = c.patch("/v1/models/b", json={"pi0": 0.3}, headers=api.bearer(read_b))
+    assert r.status_code == 403 and r.json()["type"].endswith("permission-denied")
+    r = c.post("/v1/models", json={"name": "c", "pi0": 0.3}, headers=api.bearer(ingest_a))
+    assert r.status_code == 403
+    # unknown model: 404 for the admin
+    assert c.get("/v1/models/zzz", headers=api.admin).json()["type"].endswith("model-not-found")
+
+
+def test_admin_calls_refused_until_the_admin_token_is_set(
+    api: Any, client_factory: Callable[..., TestClient]
+) -> None:
+    api.create_model("m")
+    key = api.create_key("m")
+    unset = client_factory(admin_token=None)  # same database, no admin token
+    r = unset.post("/v1/models", json={"name": "n", "pi0": 0.3}, headers=api.bearer(key))
+    assert r.status_code == 403
+    assert "PRIORWATCH_ADMIN_TOKEN" in r.json()["detail"]
+    assert unset.get("/v1/models", headers=api.admin).status_code == 401  # not a key either
+    assert unset.get("/v1/models/m", headers=api.bearer(key)).status_code == 200
+
+
+def test_wrong_content_type_and_malformed_json(
+    client: TestClient, admin_headers: dict[str, str]
+) -> None:
+    r = client.post(
+        "/v1/models",
+        content=b'{"name": "m", "pi0": 0.1}',
+        headers={**admin_headers, "Content-Type": "text/plain"},
+    )
+    assert r.status_code == 415 and r.json()["type"].endswith("unsupported-media-type")
+    r = client.post(
+        "/v1/models",
+        content=b'{"name": "m", ',
+        headers={**admin_headers, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 400 and r.json()["type"].endswith("malformed-json")
+    assert client.get("/v1/models", headers=admin_headers).json() == {"models": []}

@@ -1,0 +1,258 @@
+"""GET /metrics through the real app (SQLite, Postgres): the exposition holds the
+latest fresh window of every (model, segment) exactly as the windows endpoint
+shows it, the ingestion counters, the queue, and passes promtool."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from _read_support import (
+    BACKENDS,
+    MODEL,
+    OBJECTIVES,
+    ROWS,
+    SEGMENTS,
+    Populated,
+    drain,
+    iso,
+    populated_app,
+    sample,
+    shared_database_url,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.exporter import names
+from app.exporter.collector import series
+from app.exporter.names import FAMILIES
+from app.exporter.registry import Exporter
+from app.exporter.text import render_series
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def data(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Populated]:
+    url = shared_database_url(request, tmp_path_factory.mktemp("metrics"))
+    yield from populated_app(url)
+
+
+def _scrape(data: Populated) -> tuple[str, Samples]:
+    r = data.client.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples: Samples = {}
+    for family in text_string_to_metric_families(r.text):
+        for s in family.samples:
+            assert s.timestamp is None, s
+            key = (s.name, frozenset(s.labels.items()))
+            assert key not in samples, key
+            samples[key] = s.value
+    return r.text, samples
+
+
+def _families(text: str) -> dict[str, Any]:
+    return {
+        f.name: (f.type, sorted((s.name, sorted(s.labels.items()), s.value) for s in f.samples))
+        for f in text_string_to_metric_families(text)
+    }
+
+
+def _get(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+def _latest_fresh(data: Populated, segment: str | None) -> dict[str, Any]:
+    params: dict[str, Any] = {"from": iso(data.day)}
+    if segment:
+        params["segment"] = segment
+    windows = [w for w in data.get("/windows", **params)["windows"] if w["status"] == "fresh"]
+    return dict(windows[-1])
+
+
+def test_latest_fresh_windows_are_exposed_as_stored(data: Populated) -> None:
+    _, samples = _scrape(data)
+    for segment in (None, *SEGMENTS):
+        window = _latest_fresh(data, segment)
+        labels = {"model": MODEL, "segment": segment or names.ALL_SEGMENTS_LABEL}
+        exposed = {
+            dict(k[1])["metric"]: v
+            for k, v in samples.items()
+            if k[0] == names.WINDOW_METRIC
+            and {(a, b) for a, b in k[1] if a != "metric"} == set(labels.items())
+        }
+        defined = {k: v for k, v in window["metrics"].items() if v is not None}
+        assert exposed == pytest.approx(defined, rel=1e-15)
+        for metric, bounds in window["intervals"].items():
+            if bounds.get("lower") is not None:
+                assert _get(
+                    samples, names.WINDOW_METRIC_LOWER, **labels, metric=metric
+                ) == pytest.approx(bounds["lower"], rel=1e-15)
+        end = datetime.fromisoformat(window["end"].replace("Z", "+00:00"))
+        assert _get(samples, names.WINDOW_END, **labels) == end.timestamp()
+        positives = _get(samples, names.WINDOW_EXAMPLES, **labels, **{"class": "positive"})
+        negatives = _get(samples, names.WINDOW_EXAMPLES, **labels, **{"class": "negative"})
+        assert (positives, negatives) == (window["positives"], window["n"] - window["positives"])
+        for kind in ("prior", "likelihood"):
+            test = window["drift"][kind]
+            assert _get(samples, names.DRIFT_FLAG, **labels, kind=kind) == float(test["flag"])
+            assert _get(samples, names.DRIFT_P_VALUE, **labels, kind=kind) == pytest.approx(
+                test["p_value"], rel=1e-15
+            )
+            assert _get(samples, names.DRIFT_EFFECT, **labels, kind=kind) == pytest.approx(
+                test["effect"], rel=1e-15
+            )
+
+
+def test_sla_gauges_agree_with_the_report(data: Populated) -> None:
+    _, samples = _scrape(data)
+    for objective in OBJECTIVES:
+        label = f"{objective['metric']}{objective['op']}{float(objective['target'])!r}"
+        target = _get(samples, names.SLA_TARGET, model=MODEL, objective=label)
+        assert target == objective["target"]
+    for segment in (None, *SEGMENTS):
+        latest = _latest_fresh(data, segment)
+        params: dict[str, Any] = {"from": latest["start"], "to": latest["end"]}
+        if segment:
+            params["segment"] = segment
+        (window,) = data.get("/sla", **params)["windows"]
+        seg = segment or names.ALL_SEGMENTS_LABEL
+        for result in window["objectives"]:
+            met = _get(
+                samples, names.SLA_MET, model=MODEL, segment=seg, objective=result["objective"]
+            )
+            expected = {"met": 1.0, "breached": 0.0}.get(result["status"])
+            assert met == expected, result
+
+
+def test_counters_queue_and_process_metrics(data: Populated) -> None:
+    text, samples = _scrape(data)
+    assert _get(samples, "priorwatch_batches_ingested_total", model=MODEL) == data.batches
+    rows = sum(labels.size for _, labels in data.raw.values())
+    assert _get(samples, "priorwatch_predictions_ingested_total", model=MODEL) == rows
+    assert _get(samples, names.DIRTY_WINDOWS) == 0
+    assert _get(samples, names.WORKER_LAG) == 0
+    assert "process_cpu_seconds_total" in text and "python_info" in text
+    assert "NaN" not in text
+
+
+def test_rejections_are_counted_by_reason(data: Populated) -> None:
+    def count(reason: str) -> float:
+        _, samples = _scrape(data)
+        return _get(samples, "priorwatch_batches_rejected_total", reason=reason) or 0.0
+
+    before = {r: count(r) for r in ("invalid_input", "malformed_json", "model_not_found")}
+    path = f"/v1/models/{MODEL}/batches"
+    good = {"timestamp": iso(data.hour(2)), "scores": [0.5, 0.2], "labels": [0, 1]}
+    assert (
+        data.client.post(path, json={**good, "labels": [0, 2]}, headers=data.ingest).status_code
+        == 422
+    )
+    assert (
+        data.client.post(path, json={**good, "segment": "mars"}, headers=data.ingest).status_code
+        == 422
+    )
+    r = data.client.post(
+        path, content=b"{", headers={**data.ingest, "Content-Type": "application/json"}
+    )
+    assert r.status_code == 400
+    r = data.client.post("/v1/models/nope/batches", json=good, headers=data.admin)
+    assert r.status_code == 404
+    assert count("invalid_input") == before["invalid_input"] + 2
+    assert count("malformed_json") == before["malformed_json"] + 1
+    assert count("model_not_found") == before["model_not_found"] + 1
+
+
+@contextmanager
+def _statements(data: Populated) -> Iterator[list[str]]:
+    """Collect the SQL statements the app runs inside the block."""
+    engine: sa.Engine = data.client.app.state.engine  # type: ignore[attr-defined]
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(str(args[2]))
+
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+
+
+def _documents_read(statements: list[str]) -> int:
+    return sum("CAST(window_metrics.metrics AS" in s for s in statements)
+
+
+def test_scrape_runs_a_fixed_number_of_queries(data: Populated) -> None:
+    _scrape(data)  # fills the text cache
+    with _statements(data) as warm:
+        _scrape(data)
+    assert len(warm) <= 4 and _documents_read(warm) == 0
+    for i in range(3):
+        body = {"name": f"extra-{i}", "pi0": 0.2, "segments": ["a", "b"], "n_bins": 100}
+        assert data.client.post("/v1/models", json=body, headers=data.admin).status_code == 201
+    with _statements(data) as more:
+        _, samples = _scrape(data)
+    assert len(more) == len(warm)
+    assert _get(samples, "priorwatch_batches_ingested_total", model="extra-2") == 0
+
+
+def test_new_batches_show_in_the_queue_then_in_the_gauges(data: Populated) -> None:
+    later = data.hour(40)
+    scores, labels = sample(np.random.default_rng(11), ROWS, 0.2)
+    data.post("eu", 40, scores, labels)
+    data.raw[("eu", 40)] = (scores, labels)
+    _, samples = _scrape(data)
+    assert _get(samples, names.DIRTY_WINDOWS) == 2  # the eu window and the all-traffic one
+    assert (_get(samples, names.WORKER_LAG) or 0.0) >= 0.0
+    # until the worker ran, the gauges keep the previous fresh window
+    end = _get(samples, names.WINDOW_END, model=MODEL, segment="eu")
+    assert end is not None and end < later.timestamp()
+    drain(data.client)
+    with _statements(data) as statements:
+        _, samples = _scrape(data)
+    # only the changed windows' documents are read again, in one statement
+    assert _documents_read(statements) == 1
+    exporter: Exporter = data.client.app.state.exporter  # type: ignore[attr-defined]
+    uncached = render_series(FAMILIES, series(exporter.windows.snapshot()))
+    assert _families(exporter.windows.render_text()) == _families(uncached)
+    assert _get(samples, names.DIRTY_WINDOWS) == 0
+    assert (
+        _get(samples, names.WINDOW_END, model=MODEL, segment="eu")
+        == (later + timedelta(hours=1)).timestamp()
+    )
+    assert _get(
+        samples, names.WINDOW_EXAMPLES, model=MODEL, segment="eu", **{"class": "positive"}
+    ) == int(labels.sum())
+
+
+def test_deregistered_segments_disappear(data: Populated) -> None:
+    path = f"/v1/models/{MODEL}"
+    r = data.client.patch(path, json={"segments": ["eu"]}, headers=data.admin)
+    assert r.status_code == 200, r.text
+    try:
+        _, samples = _scrape(data)
+        segments = {dict(k[1]).get("segment") for k in samples if k[0] == names.WINDOW_END}
+        assert segments == {"all", "eu"}
+    finally:
+        r = data.client.patch(path, json={"segments": list(SEGMENTS)}, headers=data.admin)
+        assert r.status_code == 200, r.text
+    drain(data.client)  # a settings change may mark windows for recomputation
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
+def test_promtool_check_metrics_passes(data: Populated) -> None:
+    text, _ = _scrape(data)
+    done = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -1,0 +1,241 @@
+"""The queue protocol on a real database (SQLite and PostgreSQL, real migrations):
+claim, lease, fenced completion, dirty mark, release, invalidation."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from _worker_support import (
+    aggregate_rows,
+    metrics_rows,
+    post_batch,
+    register_model,
+    session_factory_for,
+    utcnow,
+    window_starts,
+)
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings
+from app.db.models import ALL_SEGMENTS, WindowAggregate
+from app.db.session import write_transaction
+from app.services.window_compute import WindowResult
+from app.services.window_refresh import (
+    ClaimedWindow,
+    Outcome,
+    claim_window,
+    persist_result,
+    release_claimed,
+)
+from app.worker import queue
+
+WAIT_SECONDS = 10.0
+
+DUMMY = WindowResult(
+    metrics={"f1": 0.5}, reasons={}, intervals={}, drift={"verdict": None}, curves=None
+)
+
+
+@pytest.fixture
+def factory(database_url: str) -> Iterator[sessionmaker[Session]]:
+    with session_factory_for(database_url) as f:
+        yield f
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(_env_file=None, database_url=database_url)  # type: ignore[call-arg]
+
+
+def claim(factory: sessionmaker[Session], lease_seconds: float = 30.0) -> ClaimedWindow | None:
+    with factory() as session:
+        return claim_window(session, lease_seconds=lease_seconds)
+
+
+def persist(factory: sessionmaker[Session], claimed: ClaimedWindow) -> Outcome:
+    with factory() as session:
+        return persist_result(session, claimed, DUMMY)
+
+
+def test_claims_oldest_first_and_skips_leased_windows(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory)
+    rng = np.random.default_rng(1)
+    first, second = window_starts(model, 2)
+    post_batch(factory, model, settings, at=first, rng=rng)
+    post_batch(factory, model, settings, at=second, rng=rng)
+
+    a = claim(factory)
+    b = claim(factory)
+    assert a is not None and b is not None
+    assert (a.claim.window_start, b.claim.window_start) == (first, second)
+    assert a.claim.attempt == b.claim.attempt == 1
+    assert a.claim.version == 1 and a.sums.n == 400
+    assert claim(factory) is None  # both leased
+
+
+def test_completion_clears_the_mark_and_stores_the_version(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory)
+    (start,) = window_starts(model, 1)
+    post_batch(factory, model, settings, at=start, rng=np.random.default_rng(2))
+    claimed = claim(factory)
+    assert claimed is not None
+    assert persist(factory, claimed) is Outcome.STORED
+
+    (row,) = aggregate_rows(factory, model.id)
+    assert (row.dirty, row.dirty_since, row.lease_expires_at) == (False, None, None)
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    assert (stored.aggregate_version, stored.status, stored.metrics) == (1, "fresh", {"f1": 0.5})
+    assert claim(factory) is None
+
+
+def test_batch_during_computation_keeps_the_window_dirty(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory)
+    (start,) = window_starts(model, 1)
+    rng = np.random.default_rng(3)
+    post_batch(factory, model, settings, at=start, rng=rng)
+    claimed = claim(factory)
+    assert claimed is not None
+    post_batch(factory, model, settings, at=start, rng=rng)  # arrives while computing
+
+    assert persist(factory, claimed) is Outcome.STORED_STILL_DIRTY
+    (row,) = aggregate_rows(factory, model.id)
+    assert row.dirty and row.version == 2 and row.lease_expires_at is None
+    assert row.dirty_since is not None
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    assert (stored.aggregate_version, stored.status) == (1, "stale")
+
+    again = claim(factory)
+    assert again is not None and again.claim.version == 2 and again.sums.n == 800
+    assert persist(factory, again) is Outcome.STORED
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    assert (stored.aggregate_version, stored.status) == (2, "fresh")
+
+
+def test_stale_worker_is_fenced_out_after_its_lease_expired(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory)
+    (start,) = window_starts(model, 1)
+    rng = np.random.default_rng(4)
+    post_batch(factory, model, settings, at=start, rng=rng)
+    slow = claim(factory, lease_seconds=0.05)
+    assert slow is not None
+    time.sleep(0.2)  # the slow worker's lease expires; a batch arrives; another claims
+    post_batch(factory, model, settings, at=start, rng=rng)
+    fast = claim(factory)
+    assert fast is not None and fast.claim.attempt == slow.claim.attempt + 1
+    assert fast.claim.version == 2
+
+    assert persist(factory, fast) is Outcome.STORED
+    assert persist(factory, slow) is Outcome.FENCED_OUT  # would have written version 1
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    assert stored.aggregate_version == 2
+    (row,) = aggregate_rows(factory, model.id)
+    assert not row.dirty
+
+
+def test_release_makes_the_window_claimable_at_once(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory)
+    (start,) = window_starts(model, 1)
+    post_batch(factory, model, settings, at=start, rng=np.random.default_rng(5))
+    held = claim(factory)
+    assert held is not None
+    with factory() as session:
+        assert release_claimed(session, held)
+    again = claim(factory)
+    assert again is not None and again.claim.attempt == 2
+    with factory() as session:
+        assert not release_claimed(session, held)  # the old claim is stale
+
+
+def test_invalidation_fences_out_a_computation_in_progress(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory)
+    first, second = window_starts(model, 2)
+    rng = np.random.default_rng(6)
+    post_batch(factory, model, settings, at=first, rng=rng)
+    post_batch(factory, model, settings, at=second, rng=rng)
+    for _ in range(2):
+        done = claim(factory)
+        assert done is not None and persist(factory, done) is Outcome.STORED
+    post_batch(factory, model, settings, at=second, rng=rng)
+    in_progress = claim(factory)
+    assert in_progress is not None and in_progress.claim.window_start == second
+
+    with factory() as session, write_transaction(session):
+        marked = queue.invalidate_windows(session, model.id, now=utcnow())
+    assert marked == 2
+    assert persist(factory, in_progress) is Outcome.FENCED_OUT
+    rows = aggregate_rows(factory, model.id)
+    assert all(r.dirty and r.lease_expires_at is None for r in rows)
+    keys = set()
+    while (c := claim(factory)) is not None:
+        keys.add(c.claim.window_start)
+        assert persist(factory, c) is Outcome.STORED
+    assert keys == {first, second}
+
+
+def test_queue_stats_count_dirty_and_leased_windows(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory, segments=["eu"])
+    rng = np.random.default_rng(7)
+    (start,) = window_starts(model, 1)
+    post_batch(factory, model, settings, at=start, rng=rng, segment="eu")  # two aggregates
+    with factory() as session:
+        stats = queue.queue_stats(session)
+    assert (stats.dirty_windows, stats.leased_windows) == (2, 0)
+    assert stats.lag_seconds >= 0.0
+    held = claim(factory)
+    assert held is not None
+    with factory() as session:
+        stats = queue.queue_stats(session)
+    assert (stats.dirty_windows, stats.leased_windows) == (2, 1)
+    persist(factory, held)
+    with factory() as session:
+        assert queue.queue_stats(session).dirty_windows == 1
+
+
+@pytest.mark.postgres
+def test_claim_skips_a_row_locked_by_ingestion_instead_of_waiting(pg_url: str) -> None:
+    with session_factory_for(pg_url) as factory:
+        settings = Settings(_env_file=None, database_url=pg_url)  # type: ignore[call-arg]
+        model = register_model(factory)
+        older, newer = window_starts(model, 2)
+        rng = np.random.default_rng(8)
+        post_batch(factory, model, settings, at=older, rng=rng)
+        post_batch(factory, model, settings, at=newer, rng=rng)
+        with factory() as blocker:
+            blocker.execute(
+                sa.select(WindowAggregate)
+                .where(WindowAggregate.window_start == older)
+                .with_for_update()
+            ).all()  # an ingestion transaction holding the oldest window
+            # Claim in a thread: if it waited for the lock, it would wait until
+            # the rollback below, which only happens after the bounded join.
+            result: list[ClaimedWindow | None] = []
+            thread = threading.Thread(target=lambda: result.append(claim(factory)))
+            thread.start()
+            thread.join(WAIT_SECONDS)
+            blocked = thread.is_alive()
+            blocker.rollback()
+            thread.join(WAIT_SECONDS)
+            assert not blocked, "the claim waited for a locked row"
+            (got,) = result
+            assert got is not None and got.claim.window_start == newer
+        got = claim(factory)
+        assert got is not None and got.claim.window_start == older

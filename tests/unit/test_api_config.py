@@ -1,0 +1,55 @@
+"""Settings: contract defaults, environment and .env, refused placeholder secrets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.config import Settings, get_settings
+
+
+def test_contract_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # no .env here
+    for var in ("PRIORWATCH_DATABASE_URL", "PRIORWATCH_ADMIN_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    s = Settings()
+    assert s.database_url == "sqlite:///./priorwatch.db" and s.is_sqlite
+    assert s.admin_token is None
+    assert s.backfill_max_age.days == 30 and s.future_skew.total_seconds() == 300
+
+
+def test_environment_and_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(
+        "PRIORWATCH_DATABASE_URL=postgresql+psycopg://u@h/db\nPRIORWATCH_MAX_BATCH_ROWS=7\n"
+    )
+    monkeypatch.setenv("PRIORWATCH_ADMIN_TOKEN", "s3cr3t-from-the-environment")
+    monkeypatch.setenv("PRIORWATCH_MAX_BATCH_ROWS", "9")  # environment beats .env
+    s = Settings()
+    assert s.database_url == "postgresql+psycopg://u@h/db" and not s.is_sqlite
+    assert s.admin_token is not None
+    assert s.admin_token.get_secret_value() == "s3cr3t-from-the-environment"
+    assert "s3cr3t" not in repr(s)
+    assert s.max_batch_rows == 9
+
+
+@pytest.mark.parametrize("token", ["changeme", "secret", "too-short"])
+def test_placeholder_and_short_admin_tokens_are_refused(token: str) -> None:
+    with pytest.raises(ValidationError, match="admin_token"):
+        Settings(_env_file=None, admin_token=token)  # type: ignore[call-arg]
+
+
+def test_empty_admin_token_means_unset() -> None:
+    assert Settings(_env_file=None, admin_token="").admin_token is None  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("field", ["max_body_bytes", "max_batch_rows", "backfill_max_age_days"])
+def test_limits_must_be_positive(field: str) -> None:
+    with pytest.raises(ValidationError, match=field):
+        Settings(_env_file=None, **{field: 0})  # type: ignore[call-arg]
+
+
+def test_get_settings_is_cached() -> None:
+    assert get_settings() is get_settings()

@@ -1,0 +1,332 @@
+"""Batch bodies -> validated sums (app/services/batch_parsing.py), no database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from app.config import Settings
+from app.metrics._validation import InvalidInput
+from app.metrics.binning import default_bin_edges
+from app.metrics.confusion import ConfusionCounts
+from app.metrics.probability import ProbabilitySums
+from app.services.batch_parsing import MAX_EXACT_COUNT, parse_batch
+from app.services.errors import MalformedBody
+from app.services.model_config import ModelConfig
+
+NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
+THRESHOLDS = (0.5, 0.3, 0.8)
+
+
+def _model(thresholds: tuple[float, ...] = THRESHOLDS, n_bins: int = 200) -> ModelConfig:
+    return ModelConfig(
+        id=1,
+        name="m",
+        window="1h",
+        thresholds=thresholds,
+        pi0=0.1,
+        cost_ratio=None,
+        segments=frozenset({"eu", "us"}),
+        sla=(),
+        drift={},
+        bin_edges=default_bin_edges(thresholds, n_bins=n_bins),
+    )
+
+
+MODEL = _model()
+J = MODEL.n_bins
+SETTINGS = Settings(_env_file=None, max_batch_rows=1000)  # type: ignore[call-arg]
+
+
+def _parse(doc: Any, model: ModelConfig = MODEL, settings: Settings = SETTINGS) -> Any:
+    return parse_batch(orjson.dumps(doc), model, settings, NOW)
+
+
+def _scores(rng: np.random.Generator, n: int) -> tuple[list[float], list[int]]:
+    labels = rng.random(n) < 0.3
+    scores = np.clip(rng.normal(0.35 + 0.3 * labels, 0.2), 0.0, 1.0)
+    # put some scores exactly on the thresholds: ties go to the positive side
+    scores[: len(THRESHOLDS)] = THRESHOLDS
+    return scores.tolist(), labels.astype(int).tolist()
+
+
+def test_scores_batch_reduces_to_exact_sums() -> None:
+    rng = np.random.default_rng(7)
+    scores, labels = _scores(rng, 500)
+    parsed = _parse({"timestamp": "2026-11-26T12:10:00Z", "scores": scores, "labels": labels})
+    s, y = np.array(scores), np.array(labels, dtype=bool)
+    assert parsed.kind == "scores"
+    assert parsed.window_start == datetime(2026, 11, 26, 12, tzinfo=UTC)
+    assert (parsed.n, parsed.positives) == (500, int(y.sum()))
+    # histograms: brute-force bin assignment
+    edges = MODEL.bin_edges
+    index = np.array([max(j for j in range(edges.size - 1) if edges[j] <= v) for v in s])
+    assert parsed.hist_positives is not None and parsed.hist_negatives is not None
+    np.testing.assert_array_equal(
+        parsed.hist_positives, np.bincount(index[y], minlength=edges.size - 1)
+    )
+    np.testing.assert_array_equal(
+        parsed.hist_negatives, np.bincount(index[~y], minlength=edges.size - 1)
+    )
+    # confusion at every threshold: independent count on the raw scores
+    for t, cm in zip(THRESHOLDS, parsed.confusion, strict=True):
+        pred = s >= t
+        assert cm == ConfusionCounts(
+            float(np.sum(pred & y)),
+            float(np.sum(pred & ~y)),
+            float(np.sum(~pred & y)),
+            float(np.sum(~pred & ~y)),
+        )
+    assert parsed.sums == ProbabilitySums.from_predictions(s, y)
+
+
+def test_histogram_batch_gives_the_same_counts_as_its_scores() -> None:
+    rng = np.random.default_rng(8)
+    scores, labels = _scores(rng, 400)
+    from_scores = _parse({"timestamp": "2026-11-26T12:00:00Z", "scores": scores, "labels": labels})
+    assert from_scores.hist_positives is not None and from_scores.hist_negatives is not None
+    doc = {
+        "timestamp": "2026-11-26T12:00:00Z",
+        "segment": "eu",
+        "histogram": {
+            "positives": from_scores.hist_positives.tolist(),
+            "negatives": from_scores.hist_negatives.tolist(),
+        },
+    }
+    parsed = _parse(doc)
+    assert parsed.kind == "histogram" and parsed.segment == "eu"
+    assert (parsed.n, parsed.positives) == (from_scores.n, from_scores.positives)
+    assert parsed.confusion == from_scores.confusion
+    assert parsed.sums is None
+
+
+def test_confusion_matrix_batch_only_knows_the_primary_threshold() -> None:
+    doc = {
+        "timestamp": "2026-11-26T12:00:00+01:00",
+        "confusion_matrix": {"tp": 4, "fp": 1, "fn": 2, "tn": 9},
+    }
+    parsed = _parse(doc)
+    assert parsed.kind == "confusion_matrix"
+    assert parsed.window_start == datetime(2026, 11, 26, 11, tzinfo=UTC)
+    assert (parsed.n, parsed.positives) == (16, 6)
+    assert parsed.confusion == (ConfusionCounts(4.0, 1.0, 2.0, 9.0), None, None)
+    assert parsed.hist_positives is None and parsed.sums is None
+
+
+GOOD_TS = "2026-11-26T12:00:00Z"
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({"timestamp": GOOD_TS, "scores": [0.1, 1.5], "labels": [0, 1]}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": [0.1, -0.01], "labels": [0, 1]}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": [0.1, None], "labels": [0, 1]}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": [0.1, "x"], "labels": [0, 1]}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": [[0.1], [0.2]], "labels": [0, 1]}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": [[0.1], 0.2], "labels": [0, 1]}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": ["0.1", "0.2"], "labels": [0, 1]}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": [1, 2**64 - 1], "labels": [0, 1]}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": [True, False], "labels": [0, 1]}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": [0.1, 0.2], "labels": [[0], 1]}, "labels"),
+        ({"timestamp": GOOD_TS, "scores": [0.1, 0.2], "labels": [0, 2]}, "labels"),
+        ({"timestamp": GOOD_TS, "scores": [0.1, 0.2], "labels": [0, 0.5]}, "labels"),
+        ({"timestamp": GOOD_TS, "scores": [0.1, 0.2], "labels": ["0", "1"]}, "labels"),
+        ({"timestamp": GOOD_TS, "scores": [0.1, 0.2], "labels": [0, None]}, "labels"),
+        ({"timestamp": GOOD_TS, "scores": [0.1, 0.2], "labels": [0]}, "labels"),
+        ({"timestamp": GOOD_TS, "scores": [], "labels": []}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": [0.5] * 1001, "labels": [0] * 1001}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": [0.5]}, "labels"),
+        ({"timestamp": GOOD_TS, "labels": [1]}, "scores"),
+        ({"timestamp": GOOD_TS, "scores": "0.5", "labels": [1]}, "scores"),
+        ({"scores": [0.5], "labels": [1]}, "timestamp"),
+        ({"timestamp": 1764158400, "scores": [0.5], "labels": [1]}, "timestamp"),
+        ({"timestamp": "yesterday", "scores": [0.5], "labels": [1]}, "timestamp"),
+        ({"timestamp": "2026-11-26T12:00:00", "scores": [0.5], "labels": [1]}, "timestamp"),
+        ({"timestamp": "2026-11-26T12:40:00Z", "scores": [0.5], "labels": [1]}, "timestamp"),
+        ({"timestamp": "2026-10-26T12:00:00Z", "scores": [0.5], "labels": [1]}, "timestamp"),
+        ({"timestamp": GOOD_TS, "segment": "apac", "scores": [0.5], "labels": [1]}, "segment"),
+        ({"timestamp": GOOD_TS, "segment": "*", "scores": [0.5], "labels": [1]}, "segment"),
+        ({"timestamp": GOOD_TS, "segment": 3, "scores": [0.5], "labels": [1]}, "segment"),
+        ({"timestamp": GOOD_TS, "score": [0.5], "labels": [1]}, "score"),
+        ({"timestamp": GOOD_TS}, "body"),
+        (
+            {
+                "timestamp": GOOD_TS,
+                "scores": [0.5],
+                "labels": [1],
+                "confusion_matrix": {"tp": 1, "fp": 0, "fn": 0, "tn": 0},
+            },
+            "body",
+        ),
+        (
+            {"timestamp": GOOD_TS, "confusion_matrix": {"tp": 0, "fp": 0, "fn": 0, "tn": 0}},
+            "confusion_matrix",
+        ),
+        (
+            {"timestamp": GOOD_TS, "confusion_matrix": {"tp": -1, "fp": 0, "fn": 0, "tn": 3}},
+            "confusion_matrix.tp",
+        ),
+        (
+            {"timestamp": GOOD_TS, "confusion_matrix": {"tp": 1.5, "fp": 0, "fn": 0, "tn": 3}},
+            "confusion_matrix.tp",
+        ),
+        (
+            {"timestamp": GOOD_TS, "confusion_matrix": {"tp": True, "fp": 0, "fn": 0, "tn": 3}},
+            "confusion_matrix.tp",
+        ),
+        (
+            {"timestamp": GOOD_TS, "confusion_matrix": {"tp": 1, "fp": 0, "fn": 0}},
+            "confusion_matrix.tn",
+        ),
+        (
+            {
+                "timestamp": GOOD_TS,
+                "confusion_matrix": {"tp": 1, "fp": 0, "fn": 0, "tn": 0, "x": 1},
+            },
+            "confusion_matrix.x",
+        ),
+        ({"timestamp": GOOD_TS, "confusion_matrix": [1, 0, 0, 0]}, "confusion_matrix"),
+        ({"timestamp": GOOD_TS, "histogram": {"positives": [1] * J}}, "histogram"),
+        (
+            {"timestamp": GOOD_TS, "histogram": {"positives": [1] * 10, "negatives": [0] * 10}},
+            "histogram.positives",
+        ),
+        (
+            {"timestamp": GOOD_TS, "histogram": {"positives": [0] * J, "negatives": [0] * J}},
+            "histogram",
+        ),
+        (
+            {"timestamp": GOOD_TS, "histogram": {"positives": [0.5] * J, "negatives": [0] * J}},
+            "histogram.positives",
+        ),
+        (
+            {
+                "timestamp": GOOD_TS,
+                "histogram": {"positives": [1] * J, "negatives": [-1] + [0] * (J - 1)},
+            },
+            "histogram.negatives",
+        ),
+        (
+            {
+                "timestamp": GOOD_TS,
+                "histogram": {"positives": [1] * J, "negatives": [2**60] + [0] * (J - 1)},
+            },
+            "histogram.negatives",
+        ),
+        (
+            {"timestamp": GOOD_TS, "histogram": {"positives": [2**52] * J, "negatives": [0] * J}},
+            "histogram",
+        ),
+        (
+            {
+                "timestamp": GOOD_TS,
+                "histogram": {"positives": [2**64 - 1] + [0] * (J - 1), "negatives": [0] * J},
+            },
+            "histogram.positives",
+        ),
+    ],
+)
+def test_bad_batches_name_the_field(doc: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        _parse(doc)
+    assert info.value.field == field
+
+
+def test_histogram_total_bound_is_exact_float() -> None:
+    assert MAX_EXACT_COUNT == 2**53 and float(MAX_EXACT_COUNT) + 1 == float(MAX_EXACT_COUNT)
+
+
+@pytest.mark.parametrize("body", [b"", b"{", b"[1, 2]", b'"x"', b"null", b"{'a': 1}"])
+def test_malformed_bodies(body: bytes) -> None:
+    with pytest.raises(MalformedBody):
+        parse_batch(body, MODEL, SETTINGS, NOW)
+
+
+def test_overflowing_numbers_are_malformed_json() -> None:
+    body = b'{"timestamp": "2026-11-26T12:00:00Z", "scores": [0.1, 1e999], "labels": [0, 1]}'
+    with pytest.raises(MalformedBody, match="infinity"):
+        parse_batch(body, MODEL, SETTINGS, NOW)
+
+
+def test_non_finite_scores_are_refused_by_the_shared_check() -> None:
+    # JSON has no inf/nan, but the array check (shared with the metrics) refuses them.
+    from app.services.batch_parsing import scores_labels_arrays
+
+    with pytest.raises(InvalidInput, match="not finite") as info:
+        scores_labels_arrays({"scores": [0.2, float("nan")], "labels": [0, 1]}, max_rows=10)
+    assert info.value.field == "scores"
+
+
+def test_timestamp_bounds_follow_the_settings() -> None:
+    doc = {"scores": [0.5], "labels": [1]}
+    lenient = Settings(_env_file=None, backfill_max_age_days=60, future_skew_seconds=3600)  # type: ignore[call-arg]
+    for moment in (NOW - timedelta(days=59), NOW + timedelta(minutes=59)):
+        parsed = _parse({**doc, "timestamp": moment.isoformat()}, settings=lenient)
+        assert parsed.event_at == moment
+    for moment in (NOW - timedelta(days=31), NOW + timedelta(minutes=6)):
+        with pytest.raises(InvalidInput, match="timestamp"):
+            _parse({**doc, "timestamp": moment.isoformat()})
+
+
+def _general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.services import batch_parsing
+
+    monkeypatch.setattr(batch_parsing, "_fast_scores_document", lambda body: None)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"timestamp": "2026-11-26T12:00:00Z", "scores": [0.1, 0.5, 1, 0],'
+        b' "labels": [0, 1, 1, 0]}',
+        b'{ "labels" : [ 1 ,0 ] , "segment":"eu", "scores":[ 2.5e-1 , 1E-3 ],'
+        b' "timestamp":"2026-11-26T12:00:00+00:00" }',
+        b'{"timestamp": "2026-11-26T12:00:00Z", "scores": [0.1, 0.5], "labels": [0.0, 1.0]}',
+        b'{"timestamp": "2026-11-26T12:00:00Z", "scores": [0.1, 0.5], "labels": [false, true]}',
+    ],
+)
+def test_fast_and_general_parsers_agree(body: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = parse_batch(body, MODEL, SETTINGS, NOW)
+    _general_path(monkeypatch)
+    general = parse_batch(body, MODEL, SETTINGS, NOW)
+    for name in ("kind", "event_at", "segment", "n", "positives", "confusion", "sums"):
+        assert getattr(fast, name) == getattr(general, name), name
+    np.testing.assert_array_equal(fast.hist_positives, general.hist_positives)  # type: ignore[arg-type]
+
+
+def test_fast_path_takes_plain_batches_and_declines_the_rest() -> None:
+    from app.services.batch_parsing import _fast_scores_document
+
+    doc = _fast_scores_document(b'{"timestamp": "t", "scores": [0.5, 1], "labels": [1, 0]}')
+    assert doc is not None and doc["timestamp"] == "t"
+    assert doc["scores"].dtype == np.float64 and doc["labels"].dtype == np.int64
+    for body in [
+        b'{"scores": [[0.5], 1], "labels": [1, 0]}',  # nested: simdjson would flatten
+        b'{"scores": [0.5, 1], "labels": [1.0, 0]}',  # float labels
+        b'{"scores": [0.5, "1"], "labels": [1, 0]}',  # a string
+        b'{"scores": [0.5, null], "labels": [1, 0]}',
+        b'{"scores": [0.5, 1], "labels": [1, 0], "x": {"a": 1}}',  # an object value
+        b'{"scores": [0.5, 1], "labels": [1, 0]',  # malformed
+        b'[{"scores": 1, "labels": 2}]',
+        b'{"scores": [0.5, 1e999], "labels": [1, 0]}',
+        b'{"histogram": {"positives": [1], "negatives": [2]}}',
+    ]:
+        assert _fast_scores_document(body) is None, body
+
+
+def test_declined_bodies_get_the_general_answer() -> None:
+    with pytest.raises(InvalidInput) as info:
+        _parse({"timestamp": GOOD_TS, "scores": [[0.5], 0.25], "labels": [1, 0]})
+    assert info.value.field == "scores"
+    with pytest.raises(MalformedBody):
+        parse_batch(
+            b'{"timestamp": "2026-11-26T12:00:00Z", "scores": [0.5, 1e999], "labels": [1, 0]}',
+            MODEL,
+            SETTINGS,
+            NOW,
+        )

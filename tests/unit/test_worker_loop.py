@@ -1,0 +1,195 @@
+"""The claim loop against an in-memory fake queue (no database).
+
+The fake mimics the queue's contract: a claimed job is exclusive until it is
+run or released, and runs can fail like a database outage would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+import pytest
+
+from app.worker.loop import Backoff, WorkerLoop
+from app.worker.runner import install_stop_handlers
+
+WAIT_SECONDS = 10.0
+"""Upper bound of every wait in these tests (they finish in milliseconds)."""
+
+
+@dataclass
+class FakeQueue:
+    """Jobs are ints; ``failures`` makes the next N claims raise (an outage)."""
+
+    pending: deque[int] = field(default_factory=deque)
+    held: set[int] = field(default_factory=set)
+    done: list[int] = field(default_factory=list)
+    released: list[int] = field(default_factory=list)
+    failures: int = 0
+    claims: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    on_claim: threading.Event | None = None
+    all_done: threading.Event = field(default_factory=threading.Event)
+    expected: int = 0
+
+    def claim(self) -> int | None:
+        if self.on_claim is not None:
+            self.on_claim.set()
+        with self.lock:
+            self.claims += 1
+            if self.failures:
+                self.failures -= 1
+                raise ConnectionError("database unreachable")
+            if not self.pending:
+                return None
+            job = self.pending.popleft()
+            assert job not in self.held
+            self.held.add(job)
+        return job
+
+    def run(self, job: int) -> None:
+        with self.lock:
+            assert job in self.held, "ran a job it does not hold"
+            self.held.discard(job)
+            self.done.append(job)
+            if len(self.done) >= self.expected:
+                self.all_done.set()
+
+    def release(self, job: int) -> None:
+        with self.lock:
+            self.held.discard(job)
+            self.released.append(job)
+            self.pending.appendleft(job)
+
+
+def make_loop(queue: FakeQueue, stop: threading.Event) -> WorkerLoop[int]:
+    return WorkerLoop(queue, stop=stop, poll_interval_seconds=0.001, backoff=Backoff(0.001, 0.004))
+
+
+def run_in_thread(loop: WorkerLoop[int]) -> threading.Thread:
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_runs_every_job_once_then_idles_until_stopped() -> None:
+    queue = FakeQueue(pending=deque(range(50)), expected=50)
+    stop = threading.Event()
+    loop = make_loop(queue, stop)
+    thread = run_in_thread(loop)
+    assert queue.all_done.wait(WAIT_SECONDS)
+    claims_when_done = queue.claims
+    stop.set()
+    thread.join(WAIT_SECONDS)
+    assert not thread.is_alive()
+    assert sorted(queue.done) == list(range(50))
+    assert loop.stats.jobs_run == 50
+    assert queue.claims >= claims_when_done  # kept polling the empty queue
+    assert not queue.held
+
+
+def test_two_loops_share_the_queue_without_running_a_job_twice() -> None:
+    queue = FakeQueue(pending=deque(range(200)), expected=200)
+    stop = threading.Event()
+    loops = [make_loop(queue, stop) for _ in range(2)]
+    threads = [run_in_thread(loop) for loop in loops]
+    assert queue.all_done.wait(WAIT_SECONDS)
+    stop.set()
+    for t in threads:
+        t.join(WAIT_SECONDS)
+    assert sorted(queue.done) == list(range(200))
+    assert sum(loop.stats.jobs_run for loop in loops) == 200
+
+
+def test_stop_after_claim_releases_the_job_instead_of_running_it() -> None:
+    queue = FakeQueue(pending=deque([7, 8]))
+    stop = threading.Event()
+    loop = make_loop(queue, stop)
+    original_claim = queue.claim
+
+    def claim_then_stop() -> int | None:
+        job = original_claim()
+        stop.set()  # SIGTERM arrives while the job is claimed, before it runs
+        return job
+
+    queue.claim = claim_then_stop  # type: ignore[method-assign]
+    stats = loop.run()
+    assert queue.released == [7]
+    assert queue.done == []
+    assert list(queue.pending) == [7, 8]
+    assert stats.jobs_released == 1 and stats.jobs_run == 0
+
+
+def test_outage_backs_off_and_resumes() -> None:
+    queue = FakeQueue(pending=deque(range(5)), failures=6, expected=5)
+    stop = threading.Event()
+    loop = make_loop(queue, stop)
+    thread = run_in_thread(loop)
+    assert queue.all_done.wait(WAIT_SECONDS)
+    stop.set()
+    thread.join(WAIT_SECONDS)
+    assert loop.stats.errors == 6
+    assert sorted(queue.done) == list(range(5))
+    assert loop.backoff.failures == 0  # reset by the first success
+
+
+def test_run_failure_does_not_kill_the_loop() -> None:
+    queue = FakeQueue(pending=deque(range(3)), expected=3)
+    stop = threading.Event()
+    loop = make_loop(queue, stop)
+    original_run = queue.run
+    calls = {"n": 0}
+
+    def flaky_run(job: int) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            with queue.lock:  # the fake's lease ends: the job goes back to the queue
+                queue.held.discard(job)
+                queue.pending.append(job)
+            raise ConnectionError("connection lost during completion")
+        original_run(job)
+
+    queue.run = flaky_run  # type: ignore[method-assign]
+    thread = run_in_thread(loop)
+    assert queue.all_done.wait(WAIT_SECONDS)
+    stop.set()
+    thread.join(WAIT_SECONDS)
+    assert sorted(queue.done) == [0, 1, 2]
+    assert loop.stats.errors == 1
+
+
+def test_stop_wakes_an_idle_loop_at_once() -> None:
+    queue = FakeQueue()
+    stop = threading.Event()
+    queue.on_claim = threading.Event()
+    loop = WorkerLoop(queue, stop=stop, poll_interval_seconds=3600.0, backoff=Backoff(1, 1))
+    thread = run_in_thread(loop)
+    assert queue.on_claim.wait(WAIT_SECONDS)
+    stop.set()
+    thread.join(WAIT_SECONDS)  # would hang for an hour if the sleep ignored stop
+    assert not thread.is_alive()
+
+
+def test_backoff_doubles_up_to_the_cap_and_resets() -> None:
+    backoff = Backoff(initial_seconds=0.1, max_seconds=1.0)
+    delays = [backoff.next_delay_seconds() for _ in range(6)]
+    assert delays == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
+    assert backoff.failures == 6
+    backoff.reset()
+    assert backoff.next_delay_seconds() == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_stop_signals_set_the_stop_event(signum: signal.Signals) -> None:
+    stop = threading.Event()
+    restore = install_stop_handlers(stop)
+    try:
+        os.kill(os.getpid(), signum)
+        assert stop.wait(WAIT_SECONDS)
+    finally:
+        restore()
+    assert signal.getsignal(signum) is not None
