@@ -78,6 +78,8 @@ def test_values_are_the_metrics_at_pi0(data: Populated, segment: str | None) -> 
             else:
                 name = got["evaluated_as"]
                 assert got["value"] == pytest.approx(truth[name], rel=1e-9), name
+                if got["lower"] is not None:  # the worker's credible interval
+                    assert got["lower"] <= got["value"] <= got["upper"], got
             assert got["status"] == _expected_status(objective, got["value"])
             statuses.append(got["status"])
         if "breached" in statuses:
