@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from app.drift.settings import DriftSettings
+from app.exporter.names import ALL_SEGMENTS_LABEL
 from app.metrics.cost import UnitCosts
 
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -139,9 +140,16 @@ def _check_costs(cost_ratio: float | None, costs: UnitCostsIn | None) -> None:
         raise ValueError("give cost_ratio or costs, not both (or consistent ones)")
 
 
+RESERVED_SEGMENTS = frozenset({ALL_SEGMENTS_LABEL})
+"""Segment names kept for the all-traffic window (its label in /metrics)."""
+
+
 def _check_segments(values: list[str]) -> list[str]:
     if len(set(values)) != len(values):
         raise ValueError("segment names must be distinct")
+    reserved = sorted(RESERVED_SEGMENTS.intersection(values))
+    if reserved:
+        raise ValueError(f"segment name {reserved[0]!r} is reserved for all traffic")
     return values
 
 

@@ -76,3 +76,13 @@ def test_update_tracks_the_fields_sent() -> None:
     assert u.model_fields_set == {"pi0", "cost_ratio"}
     with pytest.raises(ValidationError):
         ModelUpdate.model_validate({"unknown": 1})
+
+
+def test_segment_names_are_distinct_and_not_reserved() -> None:
+    assert ModelCreate(name="m", pi0=0.1, segments=["eu", "us"]).segments == ["eu", "us"]
+    with pytest.raises(ValidationError, match="distinct"):
+        ModelCreate(name="m", pi0=0.1, segments=["eu", "eu"])
+    with pytest.raises(ValidationError, match="reserved"):
+        ModelCreate(name="m", pi0=0.1, segments=["eu", "all"])
+    with pytest.raises(ValidationError, match="reserved"):
+        ModelUpdate(segments=["all"])
