@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install priorwatch with its dev tools
 
-test: $(STAMP) ## run the whole suite (unit, SQLite and PostgreSQL integration)
-	$(BIN)/pytest
+test: $(STAMP) ## run the whole suite (unit, SQLite and PostgreSQL integration); app/metrics must stay at 100% line coverage
+	$(BIN)/pytest --cov=app/metrics --cov-report=term-missing:skip-covered --cov-fail-under=100
 
 test-unit: $(STAMP) ## run the unit tests only (no database)
 	$(BIN)/pytest tests/unit

@@ -23,16 +23,26 @@ PLACEHOLDER_SECRETS = frozenset(
 MIN_ADMIN_TOKEN_LENGTH = 16
 
 
-class Settings(BaseSettings):
-    """Service configuration; see docs/api.md ("Limits") for what each limit guards."""
+def settings_config(env_prefix: str) -> SettingsConfigDict:
+    """How every settings class of the service reads its values.
 
-    model_config = SettingsConfigDict(
-        env_prefix="PRIORWATCH_",
+    From the environment variables named ``env_prefix`` + the field name (any
+    case), or a ``.env`` file in the working directory; unknown variables are
+    ignored and the object is frozen once built.
+    """
+    return SettingsConfigDict(
+        env_prefix=env_prefix,
         env_file=".env",
         env_file_encoding="utf-8",
         extra="ignore",
         frozen=True,
     )
+
+
+class Settings(BaseSettings):
+    """Service configuration; see docs/api.md ("Limits") for what each limit guards."""
+
+    model_config = settings_config("PRIORWATCH_")
 
     database_url: str = Field(
         default="sqlite:///./priorwatch.db",

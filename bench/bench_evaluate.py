@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 from sklearn import metrics as skm
 
+from app.drift.simulation import binormal_scores
 from app.metrics import evaluate
 from app.metrics.areas import average_precision_from_counts, roc_auc_from_counts
 from app.metrics.binning import default_bin_edges, histogram_counts
@@ -43,19 +44,9 @@ def best_of(func: Callable[[], object], repeat: int) -> float:
     return best
 
 
-def binormal(
-    rng: np.random.Generator, n: int, prior: float, s: float, temper: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Calibrated binormal-logit scores (log-odds ~ N(m_y, s^2)), logits times ``temper``."""
-    y = rng.random(n) < prior
-    m0 = np.log(prior / (1 - prior)) - s * s / 2
-    logit = temper * (rng.normal(m0, s, n) + s * s * y)
-    return 1.0 / (1.0 + np.exp(-logit)), y
-
-
 def bench_raw(rng: np.random.Generator) -> None:
     n = 1_000_000
-    scores, labels = binormal(rng, n, 0.01, 2.0, 1.0)
+    scores, labels = binormal_scores(rng, n, 0.01, 2.0, 1.0)
     y = labels.astype(np.int64)
     pred = (scores >= 0.5).astype(np.int64)
 
@@ -81,7 +72,7 @@ def bench_raw(rng: np.random.Generator) -> None:
 
 
 def bench_window(rng: np.random.Generator) -> None:
-    scores, labels = binormal(rng, 200_000, 0.01, 2.0, 1.0)
+    scores, labels = binormal_scores(rng, 200_000, 0.01, 2.0, 1.0)
     edges = default_bin_edges((0.5,), n_bins=10_000)
     pos, neg = histogram_counts(scores, labels, edges)
     confusion = ConfusionCounts.from_predictions(scores, labels, 0.5)
@@ -108,7 +99,7 @@ def bench_accuracy(rng: np.random.Generator, n: int) -> None:
     for prior in (0.5, 0.1, 0.01, 0.001):
         for s in (0.5, 1.0, 2.0, 3.0, 4.0):
             for temper in (0.5, 1.0, 2.0):
-                scores, y = binormal(rng, n, prior, s, temper)
+                scores, y = binormal_scores(rng, n, prior, s, temper)
                 exact = cumulative_counts(scores, y)
                 binned = cumulative_counts_from_histograms(
                     *histogram_counts(scores, y, edges), edges

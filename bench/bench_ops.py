@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import cast
 
+import _common
 import numpy as np
 
 from app.metrics.confusion import ConfusionCounts
@@ -42,13 +43,8 @@ RNG = np.random.default_rng(2024)
 
 
 def per_call(func: Callable[[], object], repeat: int = 20) -> float:
-    """Median wall time of ``func()`` in seconds."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    """Median wall time of ``func()`` in seconds, over ``repeat`` calls."""
+    return _common.per_call(func, repeat)
 
 
 def fresh_priors(n: int, low: float, high: float) -> list[float]:

@@ -22,19 +22,16 @@ Usage: ``.venv/bin/python bench/bench_scrape.py`` (``make bench``).
 
 from __future__ import annotations
 
-import os
-import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
+from _common import per_call, postgres_database
 from fastapi.testclient import TestClient
 from prometheus_client import generate_latest
 from sqlalchemy.orm import Session
@@ -55,9 +52,6 @@ WINDOWS = 3
 BATCHES_PER_MODEL = 24
 N_BINS = 1_000
 REPEATS = 7
-POSTGRES_URL = os.environ.get(
-    "PRIORWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 
 
 def _result_document() -> dict[str, Any]:
@@ -204,15 +198,6 @@ def naive_scrape(session: Session) -> int:
     return values
 
 
-def _median_seconds(run: Callable[[], object]) -> float:
-    times = []
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def measure(label: str, url: str) -> None:
     t0 = time.perf_counter()
     upgrade_to_head(url)
@@ -237,19 +222,19 @@ def measure(label: str, url: str) -> None:
     exporter.render()
     n_statements = len(statements)
     samples = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
-    collector = _median_seconds(exporter.render)
+    collector = per_call(exporter.render, REPEATS)
 
     def uncached() -> None:
         exporter.windows._chunks = {}
         exporter.render()
 
-    no_cache = _median_seconds(uncached)
+    no_cache = per_call(uncached, REPEATS)
     t0 = time.perf_counter()
     generate_latest(exporter.registry)
     library = time.perf_counter() - t0
     with TestClient(app) as client:
         client.get("/metrics")
-        http = _median_seconds(lambda: client.get("/metrics"))
+        http = per_call(lambda: client.get("/metrics"), REPEATS)
     factory = app.state.session_factory
 
     def naive() -> None:
@@ -257,7 +242,7 @@ def measure(label: str, url: str) -> None:
             naive_scrape(session)
 
     naive()
-    baseline = _median_seconds(naive)
+    baseline = per_call(naive, REPEATS)
     print(
         f"[{label}] exposition: {samples} samples, {len(text) / 1e6:.2f} MB; SQL statements: "
         f"{cold_statements} on the first scrape, {n_statements} when no window changed"
@@ -281,33 +266,10 @@ def measure(label: str, url: str) -> None:
     app.state.engine.dispose()
 
 
-@contextmanager
-def postgres_database() -> Iterator[str | None]:
-    server = sa.engine.make_url(POSTGRES_URL)
-    admin = sa.create_engine(
-        server, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
-    )
-    name = f"priorwatch_bench_{uuid.uuid4().hex[:10]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    except sa.exc.OperationalError as exc:
-        print(f"[postgres] skipped: {str(exc.orig).strip().splitlines()[0]}")
-        admin.dispose()
-        yield None
-        return
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         measure("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}")
-    with postgres_database() as url:
+    with postgres_database(skipped="[postgres] skipped: {reason}") as url:
         if url is not None:
             measure("postgres", url)
 

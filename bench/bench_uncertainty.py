@@ -19,9 +19,9 @@ No assertion: figures only. Usage: ``.venv/bin/python bench/bench_uncertainty.py
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
+import _common
 import numpy as np
 
 from app.metrics.binning import default_bin_edges, histogram_counts
@@ -57,13 +57,8 @@ WINDOW_METRICS = [
 
 
 def per_call(func: Callable[[], object], repeat: int = 7) -> float:
-    """Median wall time of ``func()`` in seconds."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    """Median wall time of ``func()`` in seconds, over ``repeat`` calls."""
+    return _common.per_call(func, repeat)
 
 
 def bench_credible() -> None:

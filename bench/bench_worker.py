@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -38,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
+from _common import postgres_database
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.api.schemas import ModelCreate
@@ -53,35 +52,16 @@ from app.services.window_compute import WindowSums, compute_window_result
 from app.services.windowing import window_length, window_start
 from app.worker import queue
 
-PG_SERVER = os.environ.get(
-    "PRIORWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 WAIT_SECONDS = 300.0
 
 
 @contextmanager
 def temporary_database() -> Iterator[str | None]:
-    server = make_url(PG_SERVER)
-    admin = sa.create_engine(
-        server, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
-    )
-    name = f"priorwatch_bench_{uuid.uuid4().hex[:10]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    except sa.exc.OperationalError as exc:
-        print(f"PostgreSQL unreachable ({str(exc.orig).strip().splitlines()[0]}): skipped")
-        admin.dispose()
-        yield None
-        return
-    url = server.set(database=name).render_as_string(hide_password=False)
-    try:
-        upgrade_to_head(url)
+    """A scratch PostgreSQL database migrated to head (``None`` when unreachable)."""
+    with postgres_database() as url:
+        if url is not None:
+            upgrade_to_head(url)
         yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def now() -> datetime:

@@ -19,6 +19,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -76,9 +77,12 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"PostgreSQL unavailable: {reason}")
 
 
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    """A fresh PostgreSQL database for the session, migrated to head, dropped at the end."""
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """Create an empty database (no tables) on the test server; yield its URL; drop it.
+
+    Skips (or fails, with PRIORWATCH_REQUIRE_POSTGRES=1) when the server is unreachable.
+    """
     server = make_url(_postgres_server_url())
     admin = sa.create_engine(
         server, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
@@ -90,14 +94,27 @@ def postgres_url() -> Iterator[str]:
     except sa.exc.OperationalError as exc:
         admin.dispose()
         _unavailable(str(exc.orig).strip().splitlines()[0])
-    url = server.set(database=name).render_as_string(hide_password=False)
     try:
-        upgrade_to_head(url)
-        yield url
+        yield server.set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as conn:
             conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database for the session, migrated to head, dropped at the end."""
+    with fresh_postgres_database() as url:
+        upgrade_to_head(url)
+        yield url
+
+
+@pytest.fixture
+def empty_postgres_url() -> Iterator[str]:
+    """A fresh, empty (not migrated) PostgreSQL database for this test, dropped after it."""
+    with fresh_postgres_database() as url:
+        yield url
 
 
 def truncate_all(url: str) -> None:

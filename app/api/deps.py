@@ -137,3 +137,6 @@ async def require_json(request: Request) -> None:
 
 JsonBody = Depends(require_json)
 """Add to ``dependencies=[...]`` of every route that takes a JSON body."""
+
+BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+"""The bearer token of the request, if any (for routes that resolve the caller themselves)."""

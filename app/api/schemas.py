@@ -373,8 +373,8 @@ class BatchIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    timestamp: AwareDatetime = Field(
-        description="event time (ISO 8601 with offset); picks the window"
+    timestamp: datetime | float = Field(
+        description="event time: ISO 8601 (no offset = UTC) or epoch seconds; picks the window"
     )
     segment: str | None = Field(default=None, description="a registered segment of the model")
     scores: list[float] | None = Field(default=None, description="scores[i] in [0, 1]")

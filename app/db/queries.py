@@ -58,21 +58,25 @@ def lock_window_aggregates(
     thresholds: Sequence[float],
     now: datetime,
 ) -> list[WindowAggregate]:
-    """Create the missing aggregates of one window, then lock them all for update.
+    """Create the missing aggregates of one window, lock them all and read them: one statement.
 
-    Missing rows are created empty by one ``INSERT ... ON CONFLICT DO NOTHING``
-    (rows in ascending ``segment`` order), and only then are all rows locked
-    with ``SELECT ... FOR UPDATE`` in ascending ``segment`` order, the one
-    order every writer uses. Inserting before locking matters: a writer that
-    waits on another's uncommitted insert holds no lock on an existing row,
-    so concurrent batches cannot deadlock (tests/integration/
-    test_ingest_concurrency.py). On SQLite the caller holds the database
-    write lock (BEGIN IMMEDIATE) and ``FOR UPDATE`` is omitted.
+    ``INSERT ... ON CONFLICT (key) DO UPDATE SET version = version ... RETURNING``
+    over the rows in ascending ``segment`` order: a missing row is created
+    empty, an existing one is locked by the (no-op) update, and either way the
+    row comes back, in one round trip. Rows are taken in ascending ``segment``
+    order, the one order every writer uses (the worker's
+    ``invalidate_windows`` too), so a writer only ever waits for a row while
+    holding rows that sort before it, and concurrent batches cannot deadlock
+    (tests/integration/test_ingest_concurrency.py). A writer that meets
+    another's uncommitted insert of the same row waits for it, then updates
+    the committed row. On SQLite the caller holds the database write lock
+    (BEGIN IMMEDIATE).
 
     Returns
     -------
     list of WindowAggregate
-        One per distinct segment key, in ascending segment order.
+        One per distinct segment key, in ascending segment order, with the
+        values of this transaction (identity map refreshed).
     """
     keys = sorted(set(segments))
     dialect = session.get_bind().dialect.name
@@ -80,46 +84,33 @@ def lock_window_aggregates(
     empty_confusion = [
         {"threshold": float(t), "tp": 0, "fp": 0, "fn": 0, "tn": 0} for t in thresholds
     ]
-    session.execute(
-        insert(WindowAggregate)
-        .values(
-            [
-                {
-                    "model_id": model_id,
-                    "segment": segment,
-                    "window_start": window_start,
-                    "n": 0,
-                    "positives": 0,
-                    "confusion": empty_confusion,
-                    "version": 0,
-                    "dirty": False,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-                for segment in keys
-            ]
-        )
-        .on_conflict_do_nothing()
+    stmt = insert(WindowAggregate).values(
+        [
+            {
+                "model_id": model_id,
+                "segment": segment,
+                "window_start": window_start,
+                "n": 0,
+                "positives": 0,
+                "confusion": empty_confusion,
+                "version": 0,
+                "dirty": False,
+                "created_at": now,
+                "updated_at": now,
+            }
+            for segment in keys
+        ]
     )
-    return _select_for_update(session, model_id, window_start, keys)
-
-
-def _select_for_update(
-    session: Session, model_id: int, window_start: datetime, keys: list[str]
-) -> list[WindowAggregate]:
-    return list(
-        session.scalars(
-            select(WindowAggregate)
-            .where(
-                WindowAggregate.model_id == model_id,
-                WindowAggregate.window_start == window_start,
-                WindowAggregate.segment.in_(keys),
-            )
-            .order_by(WindowAggregate.segment)
-            .with_for_update()
-            .execution_options(populate_existing=True)
-        ).all()
-    )
+    upsert = stmt.on_conflict_do_update(
+        index_elements=[
+            WindowAggregate.model_id,
+            WindowAggregate.segment,
+            WindowAggregate.window_start,
+        ],
+        set_={"version": WindowAggregate.version},
+    ).returning(WindowAggregate)
+    rows = session.scalars(upsert, execution_options={"populate_existing": True}).all()
+    return sorted(rows, key=lambda row: row.segment)
 
 
 def try_advisory_xact_lock(session: Session, lock_id: int) -> bool:

@@ -46,12 +46,33 @@ def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
         )
         _configure_sqlite(engine, settings)
         return engine
-    return create_engine(
+    engine = create_engine(
         url,
         pool_size=settings.database_pool_size,
         max_overflow=settings.database_pool_size,
         pool_pre_ping=True,
     )
+    if url.get_backend_name() == "postgresql":
+        event.listen(engine, "connect", _prefer_lz4_toast)
+    return engine
+
+
+def _prefer_lz4_toast(dbapi_connection: Any, _record: Any) -> None:
+    """Compress large values (the 80 KB histograms) with lz4 where the server has it.
+
+    Every batch rewrites its window's histograms; with PostgreSQL's default
+    pglz that compression is most of the write (about 4x slower than lz4,
+    bench/bench_ingest.py). Session-level, PostgreSQL 14+; stored values keep
+    whatever compression they were written with, so mixing is harmless.
+    """
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+        )
+        row = cursor.fetchone()
+        if row is not None and row[0]:
+            cursor.execute("SET default_toast_compression = 'lz4'")
+    dbapi_connection.commit()
 
 
 def _configure_sqlite(engine: Engine, settings: Settings) -> None:
@@ -105,12 +126,8 @@ def write_transaction(session: Session) -> Iterator[None]:
     """
     engine = session.get_bind()
     if engine.dialect.name != "sqlite":
-        try:
+        with _committed(session):
             yield
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise
         return
     if session.new or session.dirty or session.deleted:
         raise RuntimeError("write_transaction() would discard pending changes")
@@ -119,12 +136,19 @@ def write_transaction(session: Session) -> Iterator[None]:
     assert isinstance(engine, Engine)
     with _sqlite_writer_lock(engine):
         begin_write(session)
-        try:
+        with _committed(session):
             yield
-            session.commit()
-        except BaseException:
-            session.rollback()
-            raise
+
+
+@contextmanager
+def _committed(session: Session) -> Iterator[None]:
+    """Commit ``session`` after the block; any exception rolls it back."""
+    try:
+        yield
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
 
 
 def begin_write(session: Session) -> None:

@@ -1,4 +1,5 @@
-"""Seeded binormal-logit streams of per-class histograms, for tests, benches and docs.
+"""Seeded binormal-logit streams of per-class histograms (and per-example scores,
+:func:`binormal_scores`), for tests, benches and docs.
 
 The score of an example of class y is ``sigmoid(z)`` with logit
 ``z ~ Normal(mu_y, sd_y)``. Binned on fixed edges, the histogram of n such
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 from app.drift.histograms import FloatArray, WindowHistograms
@@ -41,6 +43,42 @@ def binormal_bin_probabilities(edges: FloatArray, mu: float, sd: float = 1.0) ->
     cdf = stats.norm.cdf(z, loc=mu, scale=sd)
     p = np.diff(cdf)
     return np.asarray(p / p.sum(), dtype=np.float64)
+
+
+def binormal_scores(
+    rng: np.random.Generator, n: int, prior: float, s: float, temper: float = 1.0
+) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """Per-example calibrated binormal-logit scores, optionally tempered.
+
+    Labels are Bernoulli(``prior``); the log-odds of a score is Normal(m_y, s²)
+    in class y with m_0 = logit(prior) − s²/2 and m_1 = m_0 + s², which makes
+    ``sigmoid(log-odds)`` the true probability of class 1. The log-odds are
+    then multiplied by ``temper`` (1: calibrated; above 1: over-confident).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Source of randomness (labels first, then the log-odds).
+    n : int
+        Number of examples.
+    prior : float in (0, 1)
+        Probability of class 1.
+    s : float
+        Standard deviation of the log-odds in each class.
+    temper : float
+        Factor applied to the log-odds.
+
+    Returns
+    -------
+    scores : array of float64, shape (n,)
+        ``scores[i]`` is example i's score in (0, 1).
+    labels : array of bool, shape (n,)
+        ``labels[i]`` is True when example i is of class 1.
+    """
+    y = rng.random(n) < prior
+    m0 = np.log(prior / (1 - prior)) - s * s / 2
+    logit = temper * (rng.normal(m0, s, n) + s * s * y)
+    return 1.0 / (1.0 + np.exp(-logit)), y
 
 
 @dataclass(frozen=True, slots=True, eq=False)

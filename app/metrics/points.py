@@ -49,9 +49,7 @@ def _read_first(xp: Array, yp: Array, x: Array) -> Array:
     Linear between the neighbours xp[k-1] < x <= xp[k].
     """
     k = np.clip(np.searchsorted(xp, x, side="left"), 1, xp.size - 1)
-    x0, x1 = xp[k - 1], xp[k]
-    w = (x - x0) / (x1 - x0)
-    return yp[k - 1] + w * (yp[k] - yp[k - 1])
+    return _on_segment(xp, yp, x, k)
 
 
 def _read_last(xp: Array, yp: Array, x: Array) -> Array:
@@ -62,9 +60,25 @@ def _read_last(xp: Array, yp: Array, x: Array) -> Array:
     k = np.searchsorted(xp, x, side="right")
     inside = k < xp.size
     k = np.clip(k, 1, xp.size - 1)
+    return np.where(inside, _on_segment(xp, yp, x, k, inside), yp[-1])
+
+
+def _on_segment(
+    xp: Array,
+    yp: Array,
+    x: Array,
+    k: npt.NDArray[np.intp],
+    where: npt.NDArray[np.bool_] | bool = True,
+) -> Array:
+    """yp read linearly at x on the segment from point k - 1 to point k (k >= 1).
+
+    ``where`` marks the queries whose segment has xp[k-1] < xp[k]; the others
+    (a zero-length segment) get a meaningless finite value, for the caller to
+    replace.
+    """
     x0, x1 = xp[k - 1], xp[k]
-    w = np.where(inside, (x - x0) / np.where(inside, x1 - x0, 1.0), 0.0)
-    return np.where(inside, yp[k - 1] + w * (yp[k] - yp[k - 1]), yp[-1])
+    w = (x - x0) / np.where(where, x1 - x0, 1.0)
+    return yp[k - 1] + w * (yp[k] - yp[k - 1])
 
 
 def _result(value: Array, query: Array) -> Any:

@@ -18,8 +18,9 @@ here touches the database.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -132,17 +133,30 @@ def load_json_object(body: bytes) -> dict[str, Any]:
 
 
 def parse_timestamp(value: Any, *, now: datetime, settings: Settings) -> datetime:
-    """An ISO 8601 timestamp with offset, within the accepted backfill/skew range."""
-    if not isinstance(value, str):
+    """The event time, within the accepted backfill/skew range.
+
+    An ISO 8601 string (a time without an offset is taken as UTC) or a number
+    of seconds since the Unix epoch.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise InvalidInput("timestamp", "must be a finite number of seconds since the epoch")
+        try:
+            ts = datetime.fromtimestamp(value, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            raise InvalidInput("timestamp", f"{value!r} is out of range") from None
+    elif isinstance(value, str):
+        try:
+            ts = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidInput("timestamp", f"{value!r} is not an ISO 8601 date-time") from None
+        if ts.tzinfo is None or ts.utcoffset() is None:
+            ts = ts.replace(tzinfo=UTC)
+    else:
         raise InvalidInput(
-            "timestamp", "is required: an ISO 8601 string, e.g. 2026-11-26T10:00:00Z"
+            "timestamp",
+            "is required: an ISO 8601 string, e.g. 2026-11-26T10:00:00Z, or epoch seconds",
         )
-    try:
-        ts = datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidInput("timestamp", f"{value!r} is not an ISO 8601 date-time") from None
-    if ts.tzinfo is None or ts.utcoffset() is None:
-        raise InvalidInput("timestamp", "must include a UTC offset, e.g. 2026-11-26T10:00:00Z")
     if ts > now + settings.future_skew:
         raise InvalidInput(
             "timestamp",

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.db import queries
 from app.db.models import ApiKey, Model
+from app.db.session import write_transaction
 from app.services.errors import ApiKeyNotFound
 
 TOKEN_PREFIX = "pw_"
@@ -39,8 +40,15 @@ def create_key(
 ) -> tuple[ApiKey, str]:
     """Store a new key of ``model`` and commit; returns the row and the clear token."""
     token = new_token()
-    key = ApiKey(
-        model_id=model.id,
+    with write_transaction(session):
+        key = _new_key(model.id, token, scopes, now)
+        session.add(key)
+    return key, token
+
+
+def _new_key(model_id: int, token: str, scopes: Sequence[str], now: datetime) -> ApiKey:
+    return ApiKey(
+        model_id=model_id,
         id=uuid.uuid4(),
         token_hash=hash_token(token),
         prefix=token[:DISPLAY_PREFIX_LENGTH],
@@ -48,9 +56,6 @@ def create_key(
         created_at=now,
         revoked_at=None,
     )
-    session.add(key)
-    session.commit()
-    return key, token
 
 
 def list_keys(session: Session, model: Model) -> Sequence[ApiKey]:
@@ -63,12 +68,12 @@ def revoke_key(session: Session, model: Model, key_id: str, now: datetime) -> Ap
         parsed = uuid.UUID(key_id)
     except ValueError:
         raise ApiKeyNotFound(f"no key {key_id!r} for model {model.name!r}") from None
-    key = queries.get_api_key(session, model.id, parsed)
-    if key is None:
-        raise ApiKeyNotFound(f"no key {key_id!r} for model {model.name!r}")
-    if key.revoked_at is None:
-        key.revoked_at = now
-        session.commit()
+    with write_transaction(session):
+        key = queries.get_api_key(session, model.id, parsed)
+        if key is None:
+            raise ApiKeyNotFound(f"no key {key_id!r} for model {model.name!r}")
+        if key.revoked_at is None:
+            key.revoked_at = now
     return key
 
 

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from app.api.schemas import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
 from app.db import queries
 from app.db.models import Model
+from app.db.session import write_transaction
 from app.metrics._validation import InvalidInput
 from app.metrics.binning import default_bin_edges
 from app.services.errors import ModelAlreadyExists, ModelNotFound
@@ -75,13 +76,12 @@ def create_model(session: Session, data: ModelCreate, now: datetime) -> Model:
         created_at=now,
         updated_at=now,
     )
-    if queries.get_model_by_name(session, data.name) is not None:
-        raise ModelAlreadyExists(f"a model named {data.name!r} already exists")
-    session.add(model)
     try:
-        session.commit()
+        with write_transaction(session):
+            if queries.get_model_by_name(session, data.name) is not None:
+                raise ModelAlreadyExists(f"a model named {data.name!r} already exists")
+            session.add(model)
     except IntegrityError:
-        session.rollback()
         raise ModelAlreadyExists(f"a model named {data.name!r} already exists") from None
     return model
 
@@ -109,7 +109,19 @@ RECOMPUTE_ON_CHANGE = frozenset({"pi0", "cost_ratio", "costs", "drift"})
 
 
 def update_model(session: Session, model: Model, data: ModelUpdate, now: datetime) -> Model:
-    """Apply the fields present in ``data`` and commit."""
+    """Apply the fields present in ``data`` and commit.
+
+    One write transaction (``BEGIN IMMEDIATE`` on SQLite, the model row locked
+    on PostgreSQL): the row is re-read under the lock, so concurrent updates
+    and the embedded worker cannot make the read-then-write fail or lose a field.
+    """
+    with write_transaction(session):
+        session.refresh(model, with_for_update=True)
+        _apply_update(session, model, data, now)
+    return model
+
+
+def _apply_update(session: Session, model: Model, data: ModelUpdate, now: datetime) -> None:
     _refuse_changes(model, data)
     sent = data.model_fields_set
     if "description" in sent:
@@ -132,8 +144,6 @@ def update_model(session: Session, model: Model, data: ModelUpdate, now: datetim
     if sent & RECOMPUTE_ON_CHANGE:
         # stored window results depend on these: the worker recomputes them
         invalidate_windows(session, model.id, now=now)
-    session.commit()
-    return model
 
 
 def list_models(session: Session) -> Sequence[Model]:

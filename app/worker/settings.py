@@ -10,19 +10,15 @@ from __future__ import annotations
 from typing import Self
 
 from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings
+
+from app.config import settings_config
 
 
 class WorkerSettings(BaseSettings):
     """How a worker polls, holds and retries (docs/worker.md explains each bound)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="PRIORWATCH_WORKER_",
-        env_file=".env",
-        env_file_encoding="utf-8",
-        extra="ignore",
-        frozen=True,
-    )
+    model_config = settings_config("PRIORWATCH_WORKER_")
 
     poll_interval_seconds: float = Field(
         default=0.25,

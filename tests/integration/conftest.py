@@ -1,4 +1,5 @@
-"""HTTP fixtures: the real app (create_app) over a migrated database, and API helpers."""
+"""HTTP fixtures: the real app (create_app) over a migrated database, and API helpers;
+database fixtures of the worker tests (session factory, plain settings)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from _worker_support import session_factory_for
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.main import create_app
@@ -109,3 +112,16 @@ def api_factory(database_url: str, api_for: Callable[..., Api]) -> Callable[...,
         return api_for(database_url, **overrides)
 
     return factory
+
+
+@pytest.fixture
+def factory(database_url: str) -> Iterator[sessionmaker[Session]]:
+    """A session factory on ``database_url`` (both backends); its engine is disposed after."""
+    with session_factory_for(database_url) as f:
+        yield f
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    """Plain settings on ``database_url`` (no admin token, no .env file)."""
+    return Settings(_env_file=None, database_url=database_url)  # type: ignore[call-arg]

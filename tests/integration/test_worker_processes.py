@@ -27,7 +27,6 @@ from _worker_support import (
     metrics_rows,
     post_batch,
     register_model,
-    session_factory_for,
     window_starts,
 )
 from sqlalchemy.engine import make_url
@@ -125,14 +124,9 @@ def start_worker(pg_url: str, tmp_path: Path) -> Iterator[Callable[[str], Worker
 
 
 @pytest.fixture
-def factory(pg_url: str) -> Iterator[sessionmaker[Session]]:
-    with session_factory_for(pg_url) as f:
-        yield f
-
-
-@pytest.fixture
-def settings(pg_url: str) -> Settings:
-    return Settings(_env_file=None, database_url=pg_url)  # type: ignore[call-arg]
+def database_url(pg_url: str) -> str:
+    """PostgreSQL only (``factory`` and ``settings`` of conftest.py are built on it)."""
+    return pg_url
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -39,17 +38,6 @@ WAIT_SECONDS = 10.0
 DUMMY = WindowResult(
     metrics={"f1": 0.5}, reasons={}, intervals={}, drift={"verdict": None}, curves=None
 )
-
-
-@pytest.fixture
-def factory(database_url: str) -> Iterator[sessionmaker[Session]]:
-    with session_factory_for(database_url) as f:
-        yield f
-
-
-@pytest.fixture
-def settings(database_url: str) -> Settings:
-    return Settings(_env_file=None, database_url=database_url)  # type: ignore[call-arg]
 
 
 def claim(factory: sessionmaker[Session], lease_seconds: float = 30.0) -> ClaimedWindow | None:

@@ -47,17 +47,6 @@ FAST = WorkerSettings(
 
 
 @pytest.fixture
-def factory(database_url: str) -> Iterator[sessionmaker[Session]]:
-    with session_factory_for(database_url) as f:
-        yield f
-
-
-@pytest.fixture
-def settings(database_url: str) -> Settings:
-    return Settings(_env_file=None, database_url=database_url)  # type: ignore[call-arg]
-
-
-@pytest.fixture
 def start_worker(factory: sessionmaker[Session]) -> Iterator[Callable[[], InProcessWorker]]:
     """Start the worker thread (after the models are registered: on SQLite the
     model registration reads then writes, which a concurrent writer can refuse)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.drift.simulation import binormal_scores
 from app.metrics._validation import InvalidInput
 from app.metrics.binning import (
     DEFAULT_N_BINS,
@@ -76,16 +77,6 @@ def test_check_bin_edges_names_the_field() -> None:
         assert err.value.field == "edges"
 
 
-def _binormal(
-    rng: np.random.Generator, n: int, prior: float, s: float, temper: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Calibrated binormal logit scores (log-odds ~ N(m_y, s²)), tempered by ``temper``."""
-    y = rng.random(n) < prior
-    m0 = np.log(prior / (1 - prior)) - s * s / 2
-    logit = temper * (rng.normal(m0, s, n) + s * s * y)
-    return 1.0 / (1.0 + np.exp(-logit)), y
-
-
 # (n, prior, s, temper): a sample of the grid measured in docs/metrics.md, with its
 # hardest cases (narrow score band, prior 0.001 with an over-confident model).
 HISTOGRAM_CASES = [
@@ -104,7 +95,7 @@ def test_default_bin_areas_stay_within_1e3_of_exact(
     n: int, prior: float, s: float, temper: float
 ) -> None:
     rng = np.random.default_rng([n, int(1e6 * prior), int(10 * s), int(10 * temper)])
-    scores, y = _binormal(rng, n, prior, s, temper)
+    scores, y = binormal_scores(rng, n, prior, s, temper)
     exact = cumulative_counts(scores, y)
     edges = default_bin_edges()
     binned = cumulative_counts_from_histograms(*histogram_counts(scores, y, edges), edges)

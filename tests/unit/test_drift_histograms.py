@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from app.drift.histograms import WindowHistograms
-from app.drift.simulation import BinormalStream, binormal_bin_probabilities
+from app.drift.simulation import BinormalStream, binormal_bin_probabilities, binormal_scores
 from app.metrics._validation import InvalidInput
 from app.metrics.binning import default_bin_edges, histogram_counts
 
@@ -88,3 +88,22 @@ def test_stream_windows_match_binned_raw_draws() -> None:
         keep = (raw + simulated) > 0
         table = np.vstack([raw[keep], simulated[keep]])
         assert stats.chi2_contingency(table, correction=False).pvalue > 1e-3
+
+
+def test_binormal_scores_are_calibrated_and_tempering_spreads_them() -> None:
+    rng = np.random.default_rng(11)
+    scores, y = binormal_scores(rng, 400_000, 0.1, 1.5)
+    assert scores.shape == y.shape == (400_000,) and y.dtype == np.bool_
+    assert abs(y.mean() - 0.1) < 3e-3
+    # calibrated: within each score decile the positive rate is the mean score
+    deciles = np.quantile(scores, np.linspace(0.0, 1.0, 11))
+    bins = np.clip(np.searchsorted(deciles, scores, side="right") - 1, 0, 9)
+    for b in range(10):
+        inside = bins == b
+        assert abs(y[inside].mean() - scores[inside].mean()) < 6e-3, b
+    # the log-odds of each class are Normal(m_y, s^2), m_1 - m_0 = s^2; temper scales them
+    logit = np.log(scores / (1.0 - scores))
+    assert abs(logit[y].mean() - logit[~y].mean() - 1.5**2) < 0.03
+    assert abs(logit[~y].std() - 1.5) < 0.01
+    hot, _ = binormal_scores(np.random.default_rng(11), 400_000, 0.1, 1.5, temper=2.0)
+    np.testing.assert_allclose(np.log(hot / (1.0 - hot)), 2.0 * logit, rtol=1e-9, atol=1e-9)

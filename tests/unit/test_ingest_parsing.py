@@ -146,7 +146,9 @@ GOOD_TS = "2026-11-26T12:00:00Z"
         ({"scores": [0.5], "labels": [1]}, "timestamp"),
         ({"timestamp": 1764158400, "scores": [0.5], "labels": [1]}, "timestamp"),
         ({"timestamp": "yesterday", "scores": [0.5], "labels": [1]}, "timestamp"),
-        ({"timestamp": "2026-11-26T12:00:00", "scores": [0.5], "labels": [1]}, "timestamp"),
+        ({"timestamp": float("inf"), "scores": [0.5], "labels": [1]}, "timestamp"),
+        ({"timestamp": 1e20, "scores": [0.5], "labels": [1]}, "timestamp"),
+        ({"timestamp": True, "scores": [0.5], "labels": [1]}, "timestamp"),
         ({"timestamp": "2026-11-26T12:40:00Z", "scores": [0.5], "labels": [1]}, "timestamp"),
         ({"timestamp": "2026-10-26T12:00:00Z", "scores": [0.5], "labels": [1]}, "timestamp"),
         ({"timestamp": GOOD_TS, "segment": "apac", "scores": [0.5], "labels": [1]}, "segment"),
@@ -330,3 +332,13 @@ def test_declined_bodies_get_the_general_answer() -> None:
             SETTINGS,
             NOW,
         )
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    ["2026-11-26T12:10:00Z", "2026-11-26T12:10:00", "2026-11-26T13:10:00+01:00", 1795695000],
+)
+def test_timestamp_forms_name_the_same_instant(timestamp: object) -> None:
+    """ISO 8601 with an offset, without one (taken as UTC), or epoch seconds."""
+    parsed = _parse({"timestamp": timestamp, "scores": [0.5], "labels": [1]})
+    assert parsed.event_at == datetime(2026, 11, 26, 12, 10, tzinfo=UTC)

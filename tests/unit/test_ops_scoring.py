@@ -305,3 +305,16 @@ def test_warm_up_builds_what_a_window_needs() -> None:
     outperformance_score("auc_pr", 0.5, 0.1, reference=ref)
     outperformance_score("auc_lift", 1.5, 0.1, reference=ref)
     assert len(ref._nodes) == nodes
+
+
+def test_precision_at_recall_saturates_outside_the_unit_interval(small: ScoringReference) -> None:
+    assert small.ops_precision_at_recall(0.0, 0.1, 0.5) == 0.0
+    assert small.ops_precision_at_recall(1.0 + 1e-12, 0.1, 0.5) == 1.0
+
+
+def test_per_recall_cache_is_bounded_and_recomputes_the_same(small: ScoringReference) -> None:
+    first = small.sorted_alpha_at_recall(0.5).copy()
+    for k in range(300):
+        small.sorted_alpha_at_recall(0.001 + k / 400)
+    assert len(small._alpha_sorted) <= 257
+    np.testing.assert_array_equal(small.sorted_alpha_at_recall(0.5), first)

@@ -1,0 +1,63 @@
+"""Set-up shared by the benchmarks in bench/ (imported as ``_common``: each
+script runs as ``python bench/bench_<area>.py``, so bench/ is on sys.path).
+
+* :func:`per_call`: median wall time of a call;
+* :func:`postgres_database`: a scratch PostgreSQL database, or ``None`` when
+  the server is unreachable (the benchmark then skips its PostgreSQL part).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import sqlalchemy as sa
+
+POSTGRES_SERVER_URL = os.environ.get(
+    "PRIORWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+"""The server the benchmarks create their databases on (as the tests: same variable)."""
+
+
+def per_call(func: Callable[[], object], repeat: int) -> float:
+    """Median wall time of ``func()`` over ``repeat`` calls, in seconds."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+@contextmanager
+def postgres_database(
+    skipped: str = "PostgreSQL unreachable ({reason}): skipped",
+) -> Iterator[str | None]:
+    """A new, empty database on :data:`POSTGRES_SERVER_URL`, dropped after the block.
+
+    Yields its URL, or ``None`` after printing ``skipped`` (formatted with the
+    server's ``reason``) when the server cannot be reached.
+    """
+    server = sa.engine.make_url(POSTGRES_SERVER_URL)
+    admin = sa.create_engine(
+        server, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
+    )
+    name = f"priorwatch_bench_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    except sa.exc.OperationalError as exc:
+        print(skipped.format(reason=str(exc.orig).strip().splitlines()[0]))
+        admin.dispose()
+        yield None
+        return
+    try:
+        yield server.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
