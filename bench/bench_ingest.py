@@ -14,7 +14,6 @@ Every loop is bounded; the server is stopped and temporary databases removed.
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import subprocess
 import sys
@@ -30,13 +29,11 @@ from pathlib import Path
 import httpx
 import numpy as np
 import orjson
+from _common import postgres_database
 from fastapi import Request
 from starlette.responses import Response
 
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
-PG_SERVER = os.environ.get(
-    "PRIORWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 
 
 # --- server side (child process) ---------------------------------------------
@@ -107,28 +104,10 @@ def database(backend: str) -> Iterator[str | None]:
             upgrade_to_head(url)
             yield url
         return
-    import sqlalchemy as sa
-    from sqlalchemy.engine import make_url
-
-    admin = sa.create_engine(
-        PG_SERVER, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
-    )
-    name = f"priorwatch_bench_{uuid.uuid4().hex[:10]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    except sa.exc.OperationalError:
-        print(f"  postgres unreachable at {PG_SERVER}: skipped")
-        yield None
-        return
-    url = make_url(PG_SERVER).set(database=name).render_as_string(hide_password=False)
-    try:
-        upgrade_to_head(url)
+    with postgres_database("  postgres unreachable ({reason}): skipped") as url:
+        if url is not None:
+            upgrade_to_head(url)
         yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 def make_body(rows: int, seed: int) -> bytes:
