@@ -9,7 +9,7 @@ the right -> 403. Admin calls are refused (403) while no admin token is set.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -58,21 +58,38 @@ class Caller:
     key: ApiKey | None = None
 
 
+def bearer_token(credentials: HTTPAuthorizationCredentials | None) -> str:
+    """The bearer token of the request (401 without one)."""
+    if credentials is None or not credentials.credentials:
+        raise not_authenticated("send Authorization: Bearer <token>")
+    return credentials.credentials
+
+
+def is_admin_token(token: str, settings: Settings) -> bool:
+    """Whether ``token`` is the admin token (never while none is set)."""
+    admin = settings.admin_token
+    return admin is not None and hmac.compare_digest(
+        token.encode(), admin.get_secret_value().encode()
+    )
+
+
 def get_caller(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     session: SessionDep,
     settings: SettingsDep,
 ) -> Caller:
-    if credentials is None or not credentials.credentials:
-        raise not_authenticated("send Authorization: Bearer <token>")
-    token = credentials.credentials
-    admin = settings.admin_token
-    if admin is not None and hmac.compare_digest(token.encode(), admin.get_secret_value().encode()):
+    token = bearer_token(credentials)
+    if is_admin_token(token, settings):
         return Caller(admin=True)
+    return Caller(admin=False, key=active_key(session, token))
+
+
+def active_key(session: Session, token: str) -> ApiKey:
+    """The unrevoked key whose token is ``token`` (401 otherwise)."""
     key = keys.find_active_key(session, token)
     if key is None:
         raise not_authenticated("unknown or revoked token")
-    return Caller(admin=False, key=key)
+    return key
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
@@ -97,13 +114,25 @@ def model_with_scope(*scopes: str) -> Callable[..., Model]:
         if caller.admin:
             return model
         assert caller.key is not None
-        if caller.key.model_id != model.id:
-            raise permission_denied(f"this key does not belong to model {name!r}")
-        if not set(scopes) & set(caller.key.scopes):
-            raise permission_denied(f"this key lacks the {' or '.join(scopes)} scope")
+        check_key_rights(caller.key.model_id, caller.key.scopes, model.id, name, scopes)
         return model
 
     return dependency
+
+
+def check_key_rights(
+    key_model_id: int,
+    key_scopes: Collection[str],
+    model_id: int,
+    name: str,
+    scopes: Collection[str],
+) -> None:
+    """403 unless a key of model ``key_model_id`` with ``key_scopes`` may act on
+    model ``model_id`` (named ``name``) with one of ``scopes``."""
+    if key_model_id != model_id:
+        raise permission_denied(f"this key does not belong to model {name!r}")
+    if not set(scopes) & set(key_scopes):
+        raise permission_denied(f"this key lacks the {' or '.join(scopes)} scope")
 
 
 def admin_model(name: str, _admin: AdminDep, session: SessionDep) -> Model:

@@ -89,28 +89,37 @@ IN_FLIGHT = InFlightRegistry()
 
 
 @contextmanager
-def in_flight_guard(session: Session, model_id: int, key: str | None) -> Iterator[None]:
+def in_flight_guard(
+    session: Session, model_id: int, key: str | None
+) -> Iterator[queries.StoredAnswer | Batch | None]:
     """Hold (model, key) for the block, or raise :class:`RequestInFlight`.
 
+    Yields the batch already stored with that key (for :func:`replay_response`),
+    or None (no key, or a new one), looked up once the key is held.
+
     On PostgreSQL this starts the session's transaction and takes the advisory
-    lock in it; the lock is released when that transaction commits or rolls
-    back, so the caller must write the batch in the same transaction.
+    lock in it, in the same round trip as the lookup; the lock is released
+    when that transaction commits or rolls back, so the caller must write the
+    batch in the same transaction.
     """
     if key is None:
-        yield
+        yield None
         return
     bind = session.get_bind()
     if bind.dialect.name == "postgresql":
-        if not queries.try_advisory_xact_lock(session, advisory_lock_id(model_id, key)):
+        locked, earlier = queries.lock_and_find_answer(
+            session, advisory_lock_id(model_id, key), model_id, key
+        )
+        if not locked:
             session.rollback()
             raise RequestInFlight(f"a request with {HEADER} {key!r} is still being processed")
-        yield
+        yield earlier
         return
     with IN_FLIGHT.hold(str(bind.engine.url), model_id, key):
-        yield
+        yield queries.find_batch_by_idempotency_key(session, model_id, key)
 
 
-def replay_response(batch: Batch, body_hash: str) -> dict[str, Any]:
+def replay_response(batch: Batch | queries.StoredAnswer, body_hash: str) -> dict[str, Any]:
     """The stored response of ``batch`` if the body matches, else :class:`IdempotencyKeyReused`."""
     if batch.request_hash != body_hash:
         raise IdempotencyKeyReused(

@@ -5,7 +5,8 @@ Order of work for ``POST /v1/models/{name}/batches``:
 1. in-flight guard on (model, Idempotency-Key) -> 409 if held;
 2. replay lookup: a batch with that key -> its stored answer (same body) or
    422 (other body); nothing stored;
-3. parse and validate the body (no database locks held);
+3. parse and validate the body (no database locks held; the body hash is
+   computed beside steps 1-3 in another thread);
 4. one write transaction: insert the batch row, lock the window's aggregates
    (all traffic, and the segment's if any) in segment order, add the batch,
    bump versions, mark dirty; commit. Any failure rolls all of it back.
@@ -18,6 +19,7 @@ with BEGIN IMMEDIATE after the reads.
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,6 +37,12 @@ from app.services.batch_parsing import ParsedBatch, parse_batch
 from app.services.model_config import ModelConfig
 from app.services.windowing import isoformat_z
 
+_HASHER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="priorwatch-body-hash")
+"""Hashes request bodies beside the request's own work: hashlib releases the
+GIL on large inputs, so the hash of a 2 MB body (about 1.5 ms) runs on another
+core while this thread waits for the database and parses. (Parsing there too
+was measured slower: it holds the GIL; bench/bench_ingest.py.)"""
+
 
 @dataclass(frozen=True)
 class IngestOutcome:
@@ -45,14 +53,14 @@ class IngestOutcome:
 
 
 def _lookup_replay(
-    session: Session, model_id: int, key: str | None, body_hash: str
+    session: Session, model_id: int, key: str | None, body_hash: Future[str]
 ) -> IngestOutcome | None:
     if key is None:
         return None
     earlier = queries.find_batch_by_idempotency_key(session, model_id, key)
     if earlier is None:
         return None
-    return IngestOutcome(idempotency.replay_response(earlier, body_hash), replayed=True)
+    return IngestOutcome(idempotency.replay_response(earlier, body_hash.result()), replayed=True)
 
 
 def _store(
@@ -116,15 +124,15 @@ def ingest_batch(
         The body is not acceptable; nothing is stored.
     """
     key = idempotency.check_idempotency_key(idempotency_key)
-    body_hash = idempotency.request_hash(body)
+    body_hash = _HASHER.submit(idempotency.request_hash, body)
     try:
-        with idempotency.in_flight_guard(session, model.id, key):
-            replay = _lookup_replay(session, model.id, key, body_hash)
-            if replay is not None:
-                return replay
+        with idempotency.in_flight_guard(session, model.id, key) as earlier:
+            if earlier is not None:
+                response = idempotency.replay_response(earlier, body_hash.result())
+                return IngestOutcome(response, replayed=True)
             parsed = parse_batch(body, model, settings, now)
             with write_transaction(session):
-                response = _store(session, model, parsed, key, body_hash, now)
+                response = _store(session, model, parsed, key, body_hash.result(), now)
             return IngestOutcome(response, replayed=False)
     except IntegrityError:
         # Another process stored the same key between our lookup and our write

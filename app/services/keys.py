@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from app.db import queries
 from app.db.models import ApiKey, Model
 from app.db.session import write_transaction
+from app.services.auth_cache import AUTH_CACHE
 from app.services.errors import ApiKeyNotFound
 
 TOKEN_PREFIX = "pw_"
@@ -74,6 +75,7 @@ def revoke_key(session: Session, model: Model, key_id: str, now: datetime) -> Ap
             raise ApiKeyNotFound(f"no key {key_id!r} for model {model.name!r}")
         if key.revoked_at is None:
             key.revoked_at = now
+    AUTH_CACHE.clear()  # after the commit: a lookup racing with it cannot re-cache the key
     return key
 
 

@@ -26,6 +26,7 @@ from app.db.models import Model
 from app.db.session import write_transaction
 from app.metrics._validation import InvalidInput
 from app.metrics.binning import default_bin_edges
+from app.services.auth_cache import AUTH_CACHE
 from app.services.errors import ModelAlreadyExists, ModelNotFound
 from app.services.metric_names import check_metric_name
 from app.worker.queue import invalidate_windows
@@ -118,6 +119,7 @@ def update_model(session: Session, model: Model, data: ModelUpdate, now: datetim
     with write_transaction(session):
         session.refresh(model, with_for_update=True)
         _apply_update(session, model, data, now)
+    AUTH_CACHE.clear()  # batches see the new settings at once (app/services/auth_cache.py)
     return model
 
 
