@@ -44,7 +44,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from scipy import stats
 
 from app.metrics import evaluate
-from app.metrics.evaluate import CURVE_METRICS, OPS_METRICS
 
 Scores = npt.NDArray[np.float64]
 Labels = npt.NDArray[np.int64]
@@ -67,10 +66,6 @@ PI0 = 0.1
 COST_RATIO = 0.7
 PROBLEM_JSON = "application/problem+json"
 VERDICTS = frozenset({"none", "prior", "likelihood", "both"})
-CURVE_KEYS = frozenset({*CURVE_METRICS, "calibrated_auc_pr"})
-"""Curve areas: from histograms, within 1e-3 of the exact value (spec/contract.md)."""
-CURVE_OPS = frozenset(f"ops_{m}" for m in OPS_METRICS if m in CURVE_METRICS)
-"""OPS of curve areas: the OPS of a value within 1e-3, so compared within 0.02."""
 
 
 # --- processes -----------------------------------------------------------------
@@ -467,21 +462,6 @@ class UserPath:
 
 
 # --- checks --------------------------------------------------------------------
-
-
-def assert_matches_evaluate(got: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
-    """Same metric names; exact at the threshold and for sums, 1e-3 on curve areas."""
-    assert set(got) == set(expected), set(got) ^ set(expected)
-    for name, want in expected.items():
-        value = got[name]
-        if want is None:
-            assert value is None, name
-        elif name in CURVE_KEYS:
-            assert value == pytest.approx(want, abs=1e-3), name
-        elif name in CURVE_OPS:
-            assert value == pytest.approx(want, abs=0.02), name
-        else:
-            assert value == pytest.approx(want, rel=1e-9, abs=1e-12), name
 
 
 def assert_problem(r: httpx.Response, status: int, problem: str, field: str | None = None) -> None:

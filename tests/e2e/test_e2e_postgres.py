@@ -20,7 +20,6 @@ from _e2e_support import (
     Process,
     Processes,
     UserPath,
-    assert_matches_evaluate,
     assert_problem,
     assert_server_stopped_cleanly,
     check_drift_directions,
@@ -32,6 +31,7 @@ from _e2e_support import (
     scrape,
     wait_ready,
 )
+from _metric_compare import assert_matches_evaluate
 
 pytestmark = pytest.mark.postgres
 

@@ -28,7 +28,6 @@ from _e2e_support import (
     Processes,
     Scores,
     UserPath,
-    assert_matches_evaluate,
     assert_problem,
     assert_server_stopped_cleanly,
     check_drift_directions,
@@ -43,6 +42,7 @@ from _e2e_support import (
     simulate,
     wait_ready,
 )
+from _metric_compare import assert_matches_evaluate
 
 MODEL = "fraud-scorer"
 SEGMENTS = ("eu", "us")
