@@ -211,7 +211,7 @@ class WindowAggregate(Base):
     """Optional worker lease: a claimer skips dirty rows whose lease has not expired."""
     claim_attempt: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     """Fencing token: every worker claim increments it; a worker may complete the window
-    only while it holds the latest attempt (app/worker/queue.py)."""
+    only while it holds the latest attempt (app/db/queue.py)."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 

@@ -12,7 +12,7 @@ number of models and segments:
    (:func:`read_latest_windows`) -- in ``GET /metrics``, only of the windows
    whose text is not cached yet (see :meth:`WindowResultsCollector.render_text`);
 4. the queue depth and the age of its oldest dirty mark
-   (:func:`app.worker.queue.queue_stats`).
+   (:func:`app.db.queue.queue_stats`).
 
 "Latest fresh window": per (model, segment), the latest window whose stored
 result has status ``"fresh"`` (it was computed from the version of the
@@ -44,12 +44,12 @@ from sqlalchemy import Select, Text, and_, cast, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMetrics
+from app.db.queue import QueueStats, queue_stats
 from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.text import Series, render_families, sample_lines
 from app.services.sla import BREACHED, MET, Objective, evaluate_objective
 from app.services.windowing import window_length
-from app.worker.queue import QueueStats, queue_stats
 
 log = logging.getLogger("priorwatch.exporter")
 

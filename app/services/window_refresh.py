@@ -1,7 +1,7 @@
 """Refresh one dirty window: claim -> load -> compute -> persist (fenced).
 
 Each step is its own short transaction, owned here; no transaction is open
-while computing. The SQL is in :mod:`app.worker.queue`; the computation in
+while computing. The SQL is in :mod:`app.db.queue`; the computation in
 :func:`app.services.window_compute.compute_window_result`.
 
 * :func:`claim_window` claims the oldest dirty window and reads its sums and
@@ -28,7 +28,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.db import queue
 from app.db.models import Model, WindowAggregate
+from app.db.queue import Claim
 from app.db.session import write_transaction
 from app.services.model_config import ModelConfig
 from app.services.window_compute import (
@@ -38,8 +40,6 @@ from app.services.window_compute import (
     dependent_windows,
     reference_period,
 )
-from app.worker import queue
-from app.worker.queue import Claim
 
 log = logging.getLogger("priorwatch.worker")
 

@@ -24,6 +24,7 @@ from _worker_support import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.db import queue
 from app.db.models import ALL_SEGMENTS
 from app.services.model_config import ModelConfig
 from app.services.window_compute import (
@@ -33,7 +34,6 @@ from app.services.window_compute import (
     reference_period,
 )
 from app.services.windowing import isoformat_z
-from app.worker import queue
 from app.worker.runner import InProcessWorker
 from app.worker.settings import WorkerSettings
 

@@ -12,6 +12,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from app.db.queue import QueueStats
 from app.exporter.collector import (
     LatestWindow,
     ModelRow,
@@ -29,7 +30,6 @@ from app.exporter.text import (
     sample_lines,
 )
 from app.services.sla import Objective
-from app.worker.queue import QueueStats
 
 NOW = datetime(2026, 11, 26, 12, tzinfo=UTC)
 
