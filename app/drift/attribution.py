@@ -26,7 +26,7 @@ import numpy as np
 
 from app.drift.histograms import WindowHistograms
 from app.drift.settings import INSUFFICIENT_DATA, OK, DriftSettings
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.curves import (
     CurveCounts,
     average_precision_from_counts,

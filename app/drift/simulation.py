@@ -17,7 +17,8 @@ import numpy.typing as npt
 from scipy import stats
 
 from app.drift.histograms import FloatArray, WindowHistograms
-from app.metrics._validation import InvalidInput, check_probability
+from app.errors import InvalidInput
+from app.metrics._validation import check_probability
 from app.metrics.binning import check_bin_edges
 
 

@@ -13,7 +13,7 @@ from app.drift.histograms import WindowHistograms
 from app.drift.likelihood import LikelihoodShiftTest, likelihood_shift_test
 from app.drift.prior import PriorShiftTest, prior_shift_test
 from app.drift.settings import INSUFFICIENT_DATA, OK, DriftSettings
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 
 VERDICTS: tuple[str, ...] = ("none", "prior", "likelihood", "both")
 """Every verdict :func:`drift_verdict` can give (the service adds ``"reference"``).

@@ -20,7 +20,7 @@ functions here return ``nan`` there, like the labeling registry; the public
 mappings turn it into ``None`` with :data:`WEIGHTED_ACCURACY_UNDEFINED` as the
 reason (:mod:`app.metrics.undefined`). Invalid input (negative counts, ``w``
 outside [0, 1], costs in the wrong order, ...) raises
-:class:`~app.metrics._validation.InvalidInput` naming the field.
+:class:`~app.errors.InvalidInput` naming the field.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ import numpy as np
 from scipy.integrate import quad
 from scipy.special import betainc, betaincc, betaincinv, expit
 
-from app.metrics._validation import InvalidInput, check_count, check_probability
+from app.errors import InvalidInput
+from app.metrics._validation import check_count, check_probability
 from app.metrics.labeling import Array, ArrayLike, accuracy
 
 __all__ = [

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from app.errors import InvalidInput
 from app.metrics._validation import (
-    InvalidInput,
     check_probability,
     check_scores_labels,
 )

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from app.metrics._validation import InvalidInput, check_probability
+from app.errors import InvalidInput
+from app.metrics._validation import check_probability
 from app.metrics.curves import lift_auc_ideal
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops_labeling import labeling_ops

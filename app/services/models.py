@@ -25,7 +25,7 @@ from app.db import queries
 from app.db.models import Model
 from app.db.queue import invalidate_windows
 from app.db.session import write_transaction
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges
 from app.services.auth_cache import AUTH_CACHE
 from app.services.errors import ModelAlreadyExists, ModelNotFound

@@ -30,7 +30,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import ALL_SEGMENTS, WindowAggregate, WindowMetrics
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.services.model_config import ModelConfig
 from app.services.window_compute import WindowSums, compute_window_result, reference_period
 from app.services.window_refresh import ReferenceCache

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scipy import integrate, special, stats
 from sklearn.metrics import accuracy_score
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.cost import (
     UnitCosts,

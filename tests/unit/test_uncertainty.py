@@ -16,7 +16,7 @@ import pytest
 from scipy import integrate, optimize, stats
 from sklearn.metrics import roc_auc_score
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import (
