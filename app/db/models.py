@@ -41,6 +41,9 @@ from app.db.types import Float64Array, Int64Array, JSONDocument, UTCDateTime
 
 ALL_SEGMENTS = "*"
 """Segment key of the all-traffic aggregate of a window."""
+ALL_SEGMENTS_LABEL = "all"
+"""How the all-traffic aggregate is named outside storage (the ``segment`` label
+in /metrics); no registered segment may take this name."""
 
 BATCH_KINDS = ("scores", "histogram", "confusion_matrix")
 """What a batch carried: raw scores and labels, per-bin counts, or one confusion matrix."""

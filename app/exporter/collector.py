@@ -43,7 +43,14 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Select, Text, and_, cast, func, select, tuple_
 from sqlalchemy.orm import Session
 
-from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMetrics
+from app.db.models import (
+    ALL_SEGMENTS,
+    ALL_SEGMENTS_LABEL,
+    Batch,
+    Model,
+    WindowAggregate,
+    WindowMetrics,
+)
 from app.db.queue import QueueStats, queue_stats
 from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
@@ -287,8 +294,8 @@ def _finite(value: Any) -> float | None:
 def segment_label(model: ModelRow, key: str) -> str | None:
     """The ``segment`` label of a stored segment key; None when it must not be exposed."""
     if key == ALL_SEGMENTS:
-        return names.ALL_SEGMENTS_LABEL
-    if key not in model.segments or key == names.ALL_SEGMENTS_LABEL:
+        return ALL_SEGMENTS_LABEL
+    if key not in model.segments or key == ALL_SEGMENTS_LABEL:
         return None  # deregistered, or would collide with the all-traffic label
     return key
 

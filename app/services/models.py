@@ -20,7 +20,6 @@ import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.api.schemas import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
 from app.db import queries
 from app.db.models import Model
 from app.db.queue import invalidate_windows
@@ -30,6 +29,7 @@ from app.metrics.binning import default_bin_edges
 from app.services.auth_cache import AUTH_CACHE
 from app.services.errors import ModelAlreadyExists, ModelNotFound
 from app.services.metric_names import check_metric_name
+from app.services.model_settings import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
 
 
 def _check_sla(objectives: Sequence[SlaObjective]) -> list[dict[str, Any]]:

@@ -13,12 +13,12 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.api.schemas import ModelCreate
 from app.config import Settings
 from app.db.models import Model, WindowAggregate, WindowMetrics
 from app.db.session import make_engine, make_session_factory
 from app.services.ingestion import ingest_batch
 from app.services.model_config import ModelConfig
+from app.services.model_settings import ModelCreate
 from app.services.models import create_model
 from app.services.windowing import window_length, window_start
 

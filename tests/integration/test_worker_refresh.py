@@ -229,7 +229,7 @@ def test_serve_on_sqlite_runs_one_worker_thread(sqlite_url: str) -> None:
 def test_changing_pi0_recomputes_the_stored_windows(
     factory: sessionmaker[Session], settings: Settings, start_worker: Callable[[], InProcessWorker]
 ) -> None:
-    from app.api.schemas import ModelUpdate
+    from app.services.model_settings import ModelUpdate
     from app.services.models import get_model, update_model
 
     model = register_model(factory, pi0=0.1)
