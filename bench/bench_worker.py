@@ -49,7 +49,8 @@ from app.services.ingestion import ingest_batch
 from app.services.model_config import ModelConfig
 from app.services.model_settings import ModelCreate
 from app.services.models import create_model
-from app.services.window_compute import WindowSums, compute_window_result
+from app.services.window_compute import compute_window_result
+from app.services.window_sums import WindowSums
 from app.services.windowing import window_length, window_start
 
 WAIT_SECONDS = 300.0

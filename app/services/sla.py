@@ -35,10 +35,10 @@ from app.services.window_read import (
     MAX_STORED_WINDOWS,
     WindowView,
     iso,
-    resolve_range,
     segment_key,
     stored_windows,
 )
+from app.services.windowing import resolve_range
 
 MET = "met"
 BREACHED = "breached"
@@ -349,7 +349,7 @@ def sla_report(
     """The SLA report of the model's windows of one segment starting in [from, to).
 
     Reads the stored windows (never merged ones); the range defaults and
-    limits are those of listing windows (app.services.window_read.resolve_range).
+    limits are those of listing windows (app.services.windowing.resolve_range).
     """
     objectives = model_objectives(model)
     key = segment_key(model, segment)

@@ -32,14 +32,10 @@ from app.db import queue
 from app.db.models import Model, WindowAggregate
 from app.db.queue import Claim
 from app.db.session import write_transaction
+from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
-from app.services.window_compute import (
-    WindowResult,
-    WindowSums,
-    compute_window_result,
-    dependent_windows,
-    reference_period,
-)
+from app.services.window_compute import WindowResult, compute_window_result
+from app.services.window_sums import WindowSums
 
 log = logging.getLogger("priorwatch.worker")
 

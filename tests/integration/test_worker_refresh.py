@@ -26,13 +26,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.db import queue
 from app.db.models import ALL_SEGMENTS
+from app.services.drift_reference import reference_period
 from app.services.model_config import ModelConfig
-from app.services.window_compute import (
-    REFERENCE_VERDICT,
-    WindowSums,
-    compute_window_result,
-    reference_period,
-)
+from app.services.window_compute import REFERENCE_VERDICT, compute_window_result
+from app.services.window_sums import WindowSums
 from app.services.windowing import isoformat_z
 from app.worker.runner import InProcessWorker
 from app.worker.settings import WorkerSettings

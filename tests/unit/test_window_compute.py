@@ -21,20 +21,18 @@ from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.evaluate import CURVE_METRICS, evaluate
 from app.metrics.probability import ProbabilitySums
+from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
 from app.services.window_compute import (
     INSUFFICIENT,
     MAX_CURVE_POINTS,
     NO_REFERENCE,
     REFERENCE_VERDICT,
-    WindowSums,
     compute_window_result,
-    dependent_windows,
     downsample_indices,
-    reference_period,
-    sums_seed,
     threshold_suffix,
 )
+from app.services.window_sums import WindowSums, sums_seed
 
 THRESHOLDS = (0.5, 0.3)
 EDGES = default_bin_edges(THRESHOLDS, n_bins=2_000)
