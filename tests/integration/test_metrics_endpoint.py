@@ -31,9 +31,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.db.models import ALL_SEGMENTS_LABEL
 from app.exporter import names
-from app.exporter.collector import series
 from app.exporter.names import FAMILIES
 from app.exporter.registry import Exporter
+from app.exporter.series import series
 from app.exporter.text import render_series
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

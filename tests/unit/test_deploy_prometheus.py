@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from app.db.models import ALL_SEGMENTS_LABEL
-from app.services.sla import AT_PI0
+from app.services.sla_objectives import AT_PI0
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
