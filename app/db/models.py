@@ -48,10 +48,6 @@ in /metrics); no registered segment may take this name."""
 BATCH_KINDS = ("scores", "histogram", "confusion_matrix")
 """What a batch carried: raw scores and labels, per-bin counts, or one confusion matrix."""
 
-WINDOW_STATUSES = ("fresh", "stale", "error")
-"""``window_metrics.status``: computed from the current aggregate version, from an
-older one (a batch arrived since), or the computation failed."""
-
 
 class Model(Base):
     """A monitored binary classifier and its monitoring settings.
@@ -240,7 +236,7 @@ class WindowMetrics(Base):
     aggregate_version: Mapped[int] = mapped_column(BigInteger)
     computed_at: Mapped[datetime] = mapped_column(UTCDateTime)
     status: Mapped[str] = mapped_column(String(16))
-    """One of WINDOW_STATUSES."""
+    """A :class:`app.statuses.StoredStatus` value."""
     metrics: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     drift: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     curves: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)

@@ -35,6 +35,7 @@ from sqlalchemy.orm import Session
 from app.db.models import Batch, Model, WindowAggregate, WindowMetrics
 from app.db.queue import QueueStats, queue_stats
 from app.services.sla_objectives import Objective
+from app.statuses import StoredStatus
 
 log = logging.getLogger("priorwatch.exporter")
 
@@ -152,7 +153,7 @@ def _latest(*columns: Any) -> Select[Any]:
             WM.segment.label("segment"),
             func.max(WM.window_start).label("window_start"),
         )
-        .where(WM.status == "fresh")
+        .where(WM.status == StoredStatus.FRESH)
         .group_by(WM.model_id, WM.segment)
         .subquery()
     )
@@ -224,7 +225,7 @@ def read_latest_windows(
         keys = [(k.model_id, k.segment, k.start) for k in only]
         statements = [
             _with_aggregate(*documents).where(
-                WM.status == "fresh",
+                WM.status == StoredStatus.FRESH,
                 tuple_(WM.model_id, WM.segment, WM.window_start).in_(keys[i : i + KEYS_PER_QUERY]),
             )
             for i in range(0, len(keys), KEYS_PER_QUERY)

@@ -23,8 +23,9 @@ from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey
 from app.exporter.text import Series
-from app.services.sla_objectives import BREACHED, MET, evaluate_objective
+from app.services.sla_objectives import evaluate_objective
 from app.services.windowing import window_length
+from app.statuses import SlaStatus
 
 DRIFT_KINDS: tuple[str, ...] = ("prior", "likelihood")
 """``kind`` label values of the drift gauges."""
@@ -50,6 +51,7 @@ def segment_label(model: ModelRow, key: str) -> str | None:
 WINDOW_FAMILIES: tuple[FamilySpec, ...] = tuple(
     f for f in FAMILIES if f.labels[:2] == ("model", "segment")
 )
+
 """The families with one series set per exposed window."""
 
 
@@ -85,9 +87,9 @@ def window_series(model: ModelRow, segment: str, window: LatestWindow) -> Series
     _add_drift(out, labels, window.drift)
     for objective in model.objectives:
         result = evaluate_objective(objective, window.metrics, window.intervals, window.reasons)
-        if result.status in (MET, BREACHED):
+        if result.status in (SlaStatus.MET, SlaStatus.BREACHED):
             out[names.SLA_MET].append(
-                ((*labels, objective.label), 1.0 if result.status == MET else 0.0)
+                ((*labels, objective.label), 1.0 if result.status == SlaStatus.MET else 0.0)
             )
     return out
 

@@ -29,18 +29,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.services.model_config import ModelConfig
-from app.services.sla_objectives import (
-    BREACHED,
-    INSUFFICIENT_DATA,
-    MET,
-    NO_OBJECTIVES,
-    PENDING,
-    Objective,
-    ObjectiveResult,
-    evaluate_objective,
-)
+from app.services.sla_objectives import Objective, ObjectiveResult, evaluate_objective
 from app.services.window_read import (
-    FRESH,
     MAX_STORED_WINDOWS,
     WindowView,
     iso,
@@ -48,6 +38,7 @@ from app.services.window_read import (
     stored_windows,
 )
 from app.services.windowing import resolve_range
+from app.statuses import SlaStatus, WindowState
 
 CSV_COLUMNS: tuple[str, ...] = (
     "window_start",
@@ -77,14 +68,14 @@ def model_objectives(model: ModelConfig) -> tuple[Objective, ...]:
 def _window_status(results: Sequence[ObjectiveResult]) -> str:
     statuses = {r.status for r in results}
     if not statuses:
-        return NO_OBJECTIVES
-    if PENDING in statuses:
-        return PENDING
-    if BREACHED in statuses:
-        return BREACHED
-    if statuses == {MET}:
-        return MET
-    return INSUFFICIENT_DATA
+        return SlaStatus.NO_OBJECTIVES
+    if SlaStatus.PENDING in statuses:
+        return SlaStatus.PENDING
+    if SlaStatus.BREACHED in statuses:
+        return SlaStatus.BREACHED
+    if statuses == {SlaStatus.MET}:
+        return SlaStatus.MET
+    return SlaStatus.INSUFFICIENT_DATA
 
 
 @dataclass(frozen=True)
@@ -124,7 +115,12 @@ class Tally:
     @classmethod
     def of(cls, statuses: Iterable[str]) -> Tally:
         s = list(statuses)
-        return cls(s.count(MET), s.count(BREACHED), s.count(INSUFFICIENT_DATA), s.count(PENDING))
+        return cls(
+            s.count(SlaStatus.MET),
+            s.count(SlaStatus.BREACHED),
+            s.count(SlaStatus.INSUFFICIENT_DATA),
+            s.count(SlaStatus.PENDING),
+        )
 
     @property
     def compliance_ratio(self) -> float | None:
@@ -228,9 +224,11 @@ def window_results(
     objectives: Sequence[Objective], window: WindowView
 ) -> tuple[ObjectiveResult, ...]:
     """Every objective in one window (``pending`` while the window is not fresh)."""
-    if window.status != FRESH:
+    if window.status != WindowState.FRESH:
         return tuple(
-            ObjectiveResult(o, None, None, None, PENDING, "the window waits for the worker")
+            ObjectiveResult(
+                o, None, None, None, SlaStatus.PENDING, "the window waits for the worker"
+            )
             for o in objectives
         )
     return tuple(

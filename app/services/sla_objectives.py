@@ -16,12 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.metrics.labeling import PRIOR_DEPENDENT
-
-MET = "met"
-BREACHED = "breached"
-INSUFFICIENT_DATA = "insufficient_data"
-PENDING = "pending"
-NO_OBJECTIVES = "no_objectives"
+from app.statuses import SlaStatus
 
 CALIBRATED_PREFIX = "calibrated_"
 AT_PI0: Mapping[str, str] = {
@@ -120,7 +115,7 @@ def evaluate_objective(
         reason = (reasons or {}).get(name)
         if reason is None and name not in metrics:
             reason = f"{name} is not computed for this window"
-        return ObjectiveResult(objective, None, lower, upper, INSUFFICIENT_DATA, reason)
+        return ObjectiveResult(objective, None, lower, upper, SlaStatus.INSUFFICIENT_DATA, reason)
     value = float(value)
-    status = MET if objective.holds(value) else BREACHED
+    status = SlaStatus.MET if objective.holds(value) else SlaStatus.BREACHED
     return ObjectiveResult(objective, value, lower, upper, status)

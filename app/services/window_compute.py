@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.drift.histograms import WindowHistograms
-from app.drift.settings import INSUFFICIENT_DATA, DriftSettings
+from app.drift.settings import DriftSettings
 from app.drift.two_sample import coarsen, quantile_bin_starts
 from app.drift.verdict import drift_verdict
 from app.metrics.calibrated import calibrated_average_precision
@@ -50,17 +50,12 @@ from app.metrics.probability import ProbabilitySums
 from app.metrics.uncertainty import bootstrap_intervals, credible_intervals, ops_interval
 from app.services.model_config import ModelConfig
 from app.services.window_sums import WindowSums, sums_seed
+from app.statuses import DriftStatus, DriftVerdict
 
 Array = npt.NDArray[np.float64]
 
-INSUFFICIENT = INSUFFICIENT_DATA
+INSUFFICIENT = DriftStatus.INSUFFICIENT_DATA
 """Reason of a metric that needs a class with fewer than ``min_class_count`` examples."""
-
-REFERENCE_VERDICT = "reference"
-"""Drift verdict of a window inside the model's reference period."""
-
-NO_REFERENCE = "no_reference"
-"""Drift status of a model without a configured reference (verdict "none": nothing tested)."""
 
 MAX_CURVE_POINTS = 200
 """Most points of each serialised curve (downsampled along its length)."""
@@ -352,17 +347,17 @@ def _drift(
 ) -> dict[str, Any]:
     if not model.drift.get("reference"):
         return {
-            "verdict": "none",
-            "status": NO_REFERENCE,
+            "verdict": DriftVerdict.NONE,
+            "status": DriftStatus.NO_REFERENCE,
             "detail": "no drift reference is configured for this model",
         }
     if in_reference_period:
-        return {"verdict": REFERENCE_VERDICT}
+        return {"verdict": DriftVerdict.REFERENCE}
     settings = model.drift_settings()
     if reference is None:
         return {
-            "verdict": "none",
-            "status": INSUFFICIENT_DATA,
+            "verdict": DriftVerdict.NONE,
+            "status": DriftStatus.INSUFFICIENT_DATA,
             "detail": "the reference period holds no data yet",
         }
     if window.has_full_histograms and reference.has_full_histograms:

@@ -44,9 +44,7 @@ from app.services.windowing import (
     window_length,
     window_start,
 )
-
-FRESH = "fresh"
-PENDING = "pending"
+from app.statuses import StoredStatus, WindowState
 
 MAX_STORED_WINDOWS = 5_000
 """Longest range of stored windows one request may span (in model windows)."""
@@ -184,7 +182,7 @@ def is_fresh(status: str | None, computed_version: int | None, version: int, dir
     ``version``, and the window must not be marked for recomputation (a
     reference or settings change marks it dirty without a new version).
     """
-    return status == FRESH and computed_version == version and not dirty
+    return status == StoredStatus.FRESH and computed_version == version and not dirty
 
 
 # --- stored windows ------------------------------------------------------------
@@ -238,7 +236,7 @@ def _stored_view(model: ModelConfig, key: str, row: Any, *, with_curves: bool) -
         granularity=model.window,
         n=int(row.n),
         positives=int(row.positives),
-        status=FRESH if fresh else PENDING,
+        status=WindowState.FRESH if fresh else WindowState.PENDING,
         metrics=dict(row.metrics or {}) if has_result else {},
         reasons=dict(row.reasons or {}) if has_result else {},
         intervals=dict(row.intervals or {}) if has_result else {},
@@ -338,7 +336,7 @@ def _merged_view(
         granularity=granularity,
         n=sums.n,
         positives=sums.positives,
-        status=FRESH,
+        status=WindowState.FRESH,
         metrics=result.metrics,
         reasons=result.reasons,
         intervals=result.intervals,

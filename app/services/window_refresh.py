@@ -36,10 +36,9 @@ from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
 from app.services.window_compute import WindowResult, compute_window_result
 from app.services.window_sums import WindowSums
+from app.statuses import StoredStatus
 
 log = logging.getLogger("priorwatch.worker")
-
-ERROR_STATUS = "error"
 
 
 @dataclass(frozen=True)
@@ -175,9 +174,9 @@ def persist_result(
         previous = queue.stored_version(session, claim)
         now = queue.database_now(session)
         if result is None:
-            status, document = ERROR_STATUS, {"error": error or "computation failed"}
+            status, document = StoredStatus.ERROR, {"error": error or "computation failed"}
         else:
-            status = "fresh" if current == claim.version else "stale"
+            status = StoredStatus.FRESH if current == claim.version else StoredStatus.STALE
             document = _document(result)
         queue.upsert_window_metrics(
             session, claim, status=status, computed_at=now, document=document

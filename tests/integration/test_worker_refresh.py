@@ -28,9 +28,10 @@ from app.db import queue
 from app.db.models import ALL_SEGMENTS
 from app.services.drift_reference import reference_period
 from app.services.model_config import ModelConfig
-from app.services.window_compute import REFERENCE_VERDICT, compute_window_result
+from app.services.window_compute import compute_window_result
 from app.services.window_sums import WindowSums
 from app.services.windowing import isoformat_z
+from app.statuses import DriftVerdict
 from app.worker.runner import InProcessWorker
 from app.worker.settings import WorkerSettings
 
@@ -130,7 +131,7 @@ def test_every_dirty_window_ends_fresh_with_the_result_of_its_sums(
         want = expected_result(factory, model, row.segment, row.window_start)
         assert {"metrics": result.metrics, "drift": result.drift, "curves": result.curves} == want
         in_reference = row.window_start < starts[2]
-        assert (result.drift["verdict"] == REFERENCE_VERDICT) is in_reference
+        assert (result.drift["verdict"] == DriftVerdict.REFERENCE) is in_reference
     assert stored[(ALL_SEGMENTS, starts[3])].drift["verdict"] in ("prior", "both")
 
 

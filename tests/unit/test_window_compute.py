@@ -26,13 +26,12 @@ from app.services.model_config import ModelConfig
 from app.services.window_compute import (
     INSUFFICIENT,
     MAX_CURVE_POINTS,
-    NO_REFERENCE,
-    REFERENCE_VERDICT,
     compute_window_result,
     downsample_indices,
     threshold_suffix,
 )
 from app.services.window_sums import WindowSums, sums_seed
+from app.statuses import DriftStatus, DriftVerdict
 
 THRESHOLDS = (0.5, 0.3)
 EDGES = default_bin_edges(THRESHOLDS, n_bins=2_000)
@@ -271,14 +270,14 @@ REFERENCE = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"}
 def test_drift_without_reference_is_null() -> None:
     c = ConfusionCounts(tp=80.0, fp=40.0, fn=20.0, tn=860.0)
     drift = compute_window_result(make_model(), label_only(c), None).drift
-    assert (drift["verdict"], drift["status"]) == ("none", NO_REFERENCE)
+    assert (drift["verdict"], drift["status"]) == ("none", DriftStatus.NO_REFERENCE)
 
 
 def test_drift_inside_the_reference_period_is_reference() -> None:
     model = make_model(drift={"reference": REFERENCE})
     c = ConfusionCounts(tp=80.0, fp=40.0, fn=20.0, tn=860.0)
     result = compute_window_result(model, label_only(c), label_only(c), in_reference_period=True)
-    assert result.drift["verdict"] == REFERENCE_VERDICT
+    assert result.drift["verdict"] == DriftVerdict.REFERENCE
 
 
 def test_drift_equals_the_verdict_on_the_histograms() -> None:
