@@ -43,7 +43,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from scipy import stats
 
-from app.metrics.evaluate import evaluate
+from app.metrics import evaluate
 
 Scores = npt.NDArray[np.float64]
 Labels = npt.NDArray[np.int64]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.metrics.evaluate import evaluate
+from app.metrics import evaluate
 
 
 def _same(a: float | None, b: float | None) -> bool:

@@ -27,7 +27,7 @@ from _read_support import (
     shared_database_url,
 )
 
-from app.metrics.evaluate import evaluate
+from app.metrics import evaluate
 from app.services.sla import CSV_COLUMNS
 
 

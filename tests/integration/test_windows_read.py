@@ -33,7 +33,7 @@ from _read_support import (
     shared_database_url,
 )
 
-from app.metrics.evaluate import evaluate
+from app.metrics import evaluate
 
 PROBLEM = "application/problem+json"
 DAY0 = tuple(h for h in HOURS if h < 24)

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.csv_input import read_scores_labels
 from app.errors import InvalidInput
-from app.metrics.evaluate import evaluate
+from app.metrics import evaluate
 from app.reporting import format_metrics
 
 runner = CliRunner()

@@ -113,8 +113,9 @@ def _parents(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
-    """Every node of ``tree`` except those under ``if TYPE_CHECKING:`` (never run)."""
+def _runtime_nodes(tree: ast.AST, *, module_level: bool) -> list[ast.AST]:
+    """The nodes of ``tree`` that may run: never those under ``if TYPE_CHECKING:``, and
+    with ``module_level`` not those inside functions (run only when called)."""
     out: list[ast.AST] = []
     todo = [tree]
     while todo:
@@ -123,17 +124,22 @@ def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             todo.extend(node.orelse)
             continue
+        if module_level and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
         todo.extend(ast.iter_child_nodes(node))
     return out
 
 
 @cache
-def _direct_imports(module: str) -> frozenset[str]:
-    """Every module named by an import statement of ``module`` (absolute names)."""
+def _direct_imports(module: str, *, module_level: bool = False) -> frozenset[str]:
+    """Every module named by an import statement of ``module`` (absolute names).
+
+    With ``module_level``, only the statements that run when it is imported."""
     path = _modules()[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(), filename=str(path))):
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in _runtime_nodes(tree, module_level=module_level):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -149,18 +155,23 @@ def _direct_imports(module: str) -> frozenset[str]:
 
 
 def _closure(start: list[str]) -> set[str]:
-    """``start`` and everything it imports, transitively through app/ (parents included)."""
-    seen: set[str] = set()
-    todo = list(start)
+    """``start`` and everything it imports, transitively through app/.
+
+    An imported module counts with every import statement it holds, even inside
+    functions (lazy imports); the parent packages it makes Python run count with
+    their module-level statements only."""
+    full: set[str] = set()
+    partial: set[str] = set()
+    todo = [(name, True) for name in start]
     while todo:
-        name = todo.pop()
-        if name in seen:
+        name, whole = todo.pop()
+        if name in full or (not whole and name in partial):
             continue
-        seen.add(name)
+        (full if whole else partial).add(name)
         if name in _modules():
-            todo.extend(_parents(name))
-            todo.extend(_direct_imports(name))
-    return seen
+            todo.extend((parent, False) for parent in _parents(name))
+            todo.extend((n, True) for n in _direct_imports(name, module_level=not whole))
+    return full | partial
 
 
 def _package_modules(package: str) -> list[str]:
@@ -262,3 +273,19 @@ def test_the_graph_check_sees_indirect_and_lazy_imports() -> None:
     closure = _closure(["app.worker.runner"])
     assert "app.db.queue" in closure  # runner -> jobs -> window_refresh -> db.queue
     assert "app.services.window_compute" in closure  # imported inside a function
+
+
+def test_the_metrics_package_is_lazy_and_keeps_its_entry_point() -> None:
+    """``from app.metrics import evaluate`` is the function, whatever was imported before."""
+    code = (
+        "import sys\n"
+        "import app.metrics.labeling\n"
+        "lazy = 'app.metrics.evaluate' not in sys.modules\n"
+        "import app.metrics.evaluate\n"
+        "from app.metrics import evaluate\n"
+        "print(lazy, callable(evaluate), evaluate([0.2, 0.8], [0, 1])['recall'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["True", "True", "1.0"]
