@@ -25,11 +25,12 @@ import numpy as np
 from sklearn import metrics as skm
 
 from app.drift.simulation import binormal_scores
+from app.metrics import evaluate
 from app.metrics.areas import average_precision_from_counts, roc_auc_from_counts
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts, cumulative_counts_from_histograms
-from app.metrics.evaluate import evaluate, evaluate_counts
+from app.metrics.evaluate import evaluate_counts
 from app.metrics.probability import ProbabilitySums
 
 

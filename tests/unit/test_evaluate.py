@@ -9,10 +9,11 @@ import pytest
 from sklearn import metrics as skm
 
 from app.errors import InvalidInput
+from app.metrics import evaluate
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts, cumulative_counts_from_histograms
-from app.metrics.evaluate import CURVE_METRICS, OPS_METRICS, evaluate, evaluate_counts
+from app.metrics.evaluate import CURVE_METRICS, OPS_METRICS, evaluate_counts
 from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
 from app.metrics.probability import ProbabilitySums
 
