@@ -1,4 +1,4 @@
-"""The ``priorwatch`` command (spec/contract.md, "Command line").
+"""The ``priorwatch`` command (README.md, "Command line").
 
 Each command parses its options and hands over to the module that owns the
 work; imports are deferred so ``priorwatch --help`` stays instant.

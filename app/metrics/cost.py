@@ -1,4 +1,4 @@
-"""Cost-sensitive metrics (spec/metrics.md section 6).
+"""Cost-sensitive metrics (docs/cost.md, "Weighted accuracy").
 
 Lombardo, Casoli, Cingolani, Oshodi, Zanatta, "Cost-Sensitive Evaluation for
 Binary Classifiers" (arXiv:2510.22016). Unit classification costs
@@ -132,8 +132,8 @@ class UnitCosts:
     def max_total_cost(self, positives: ArrayLike, negatives: ArrayLike) -> Array:
         """TCC_max = c_fn·P + c_fp·N: the cost of the classifier that is always wrong.
 
-        With shifted costs (c_tp = c_tn = 0) this is C_FN·P + C_FP·N, the form
-        spec/metrics.md prints; in general ``TCC_max − TCC_min = C_FN·P + C_FP·N``.
+        With shifted costs (c_tp = c_tn = 0) this is C_FN·P + C_FP·N (the form
+        often printed, docs/cost.md); in general ``TCC_max − TCC_min = C_FN·P + C_FP·N``.
         """
         p = check_count("positives", positives)
         n = check_count("negatives", negatives)

@@ -1,4 +1,4 @@
-"""Outperformance score of labeling metrics (spec/metrics.md section 5).
+"""Outperformance score of labeling metrics (docs/ops.md, "Labeling metrics").
 
 For a labeling metric M written as M(pi, alpha, beta), the reference
 classifier has independent type-I and type-II errors A, B ~ U[0, 1], so
@@ -72,7 +72,7 @@ _T_GRID[:, -1] -= 1e-9 * _SPAN
 
 
 def f1_ops(value: float, prior: float) -> float:
-    """Closed-form OPS of F1 at prior ``prior`` (spec/metrics.md section 5).
+    """Closed-form OPS of F1 at prior ``prior`` (docs/ops.md, "Labeling metrics").
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Credible and bootstrap intervals (spec/metrics.md section 8).
+"""Credible and bootstrap intervals (docs/cost.md, "Intervals").
 
 Labeling metrics: credible intervals
 ------------------------------------

@@ -1,4 +1,4 @@
-"""Champion/challenger comparison by vote of three metrics (spec/metrics.md section 7).
+"""Champion/challenger comparison by vote of three metrics (docs/cost.md, "Voting").
 
 Gong, "A novel performance measure for machine learning classification"
 (IJMIT 13(1), 2021): for classifiers a and b scored on the same examples,

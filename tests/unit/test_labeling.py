@@ -45,7 +45,7 @@ def _pi(tp: float, fp: float, fn: float, tn: float) -> float:
     return (tp + fn) / (tp + fp + fn + tn)
 
 
-# spec/metrics.md section 2 (and section 3 for the gains), in plain Python floats:
+# docs/metrics.md, "Labeling metrics" (with the gains), in plain Python floats:
 # a zero denominator raises ZeroDivisionError, which is "undefined".
 SPEC: dict[str, Spec] = {
     "accuracy": lambda tp, fp, fn, tn: (tp + tn) / (tp + fp + fn + tn),
