@@ -11,7 +11,7 @@ fpr, fnr): the OPS is a percentile rank and higher is always better, so
 ``OPS_error_rate(e) = OPS_accuracy(1 - e)``. An undefined value (nan, on
 sets of measure zero such as a corner of the square) counts as not worse.
 
-F1 has the closed form of the spec. Every other registered metric is
+F1 has a closed form (docs/ops.md). Every other registered metric is
 evaluated through its registry function on ``ConfusionCounts.from_rates`` (no
 formula is written twice) by a one-dimensional method along the diagonals of
 the square:
