@@ -1,4 +1,4 @@
-"""Every labeling metric against the formulas of docs/metrics.md on brute-force counts and scikit-learn."""
+"""Every labeling metric against the formulas of docs/metrics.md, brute force and scikit-learn."""
 
 from __future__ import annotations
 
