@@ -469,11 +469,12 @@ def warm_up_result() -> WindowResult:
     Workers call it at start-up so that the one-off cost (a few seconds) is
     not spent while holding a lease.
     """
+    from app.drift.simulation import shifted_logit_scores
     from app.metrics.binning import default_bin_edges, histogram_counts
 
-    rng = np.random.default_rng(0)
-    labels = rng.random(2_000) < 0.2
-    scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=labels.size) + 1.5 * labels - 1.0)))
+    scores, labels = shifted_logit_scores(
+        np.random.default_rng(0), 2_000, 0.2, separation=1.5, offset=-1.0
+    )
     edges = default_bin_edges((0.5,))
     pos, neg = histogram_counts(scores, labels, edges)
     curve = cumulative_counts_from_histograms(pos, neg, edges)

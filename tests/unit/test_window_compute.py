@@ -14,6 +14,7 @@ import pytest
 
 from app.drift.histograms import WindowHistograms
 from app.drift.settings import DriftSettings
+from app.drift.simulation import shifted_logit_scores
 from app.drift.verdict import drift_verdict
 from app.metrics.areas import roc_auc_from_counts
 from app.metrics.binning import default_bin_edges, histogram_counts
@@ -57,9 +58,7 @@ def make_model(**changes: Any) -> ModelConfig:
 def sample(
     rng: np.random.Generator, n: int, prior: float, shift: float = 0.0
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    labels = rng.random(n) < prior
-    logits = rng.normal(size=n) + (1.8 - shift) * labels - 1.0
-    return 1.0 / (1.0 + np.exp(-logits)), labels
+    return shifted_logit_scores(rng, n, prior, separation=1.8 - shift, offset=-1.0)
 
 
 def sums_of(
