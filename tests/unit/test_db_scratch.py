@@ -9,8 +9,8 @@ from app.db.scratch import ServerUnavailable, scratch_postgres_database
 
 def test_unreachable_server_raises_before_yielding() -> None:
     entered = False
-    with pytest.raises(ServerUnavailable) as err:
-        with scratch_postgres_database("postgresql+psycopg://postgres@127.0.0.1:1/x", "t"):
-            entered = True
+    url = "postgresql+psycopg://postgres@127.0.0.1:1/x"
+    with pytest.raises(ServerUnavailable) as err, scratch_postgres_database(url, "t"):
+        entered = True
     assert not entered
     assert err.value.reason and "\n" not in err.value.reason
