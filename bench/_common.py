@@ -9,7 +9,6 @@ script runs as ``python bench/bench_<area>.py``, so bench/ is on sys.path).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,11 +16,6 @@ from contextlib import contextmanager
 import numpy as np
 
 from app.db.scratch import ServerUnavailable, scratch_postgres_database
-
-POSTGRES_SERVER_URL = os.environ.get(
-    "PRIORWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
-"""The server the benchmarks create their databases on (as the tests: same variable)."""
 
 
 def per_call(func: Callable[[], object], repeat: int) -> float:
@@ -38,13 +32,13 @@ def per_call(func: Callable[[], object], repeat: int) -> float:
 def postgres_database(
     skipped: str = "PostgreSQL unreachable ({reason}): skipped",
 ) -> Iterator[str | None]:
-    """A new, empty database on :data:`POSTGRES_SERVER_URL`, dropped after the block.
+    """A new, empty database on the tests' server (PRIORWATCH_TEST_POSTGRES_URL), dropped after.
 
     Yields its URL, or ``None`` after printing ``skipped`` (formatted with the
     server's ``reason``) when the server cannot be reached.
     """
     try:
-        with scratch_postgres_database(POSTGRES_SERVER_URL, "priorwatch_bench") as url:
+        with scratch_postgres_database("priorwatch_bench") as url:
             yield url
     except ServerUnavailable as exc:  # raised before the yield only
         print(skipped.format(reason=exc.reason))

@@ -31,7 +31,6 @@ from app.db.migrate import upgrade_to_head
 from app.db.scratch import ServerUnavailable, scratch_postgres_database
 
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
-DEFAULT_TEST_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:
@@ -66,10 +65,6 @@ def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
 # --- PostgreSQL ----------------------------------------------------------------
 
 
-def _postgres_server_url() -> str:
-    return os.environ.get("PRIORWATCH_TEST_POSTGRES_URL", DEFAULT_TEST_POSTGRES_URL)
-
-
 def _unavailable(reason: str) -> None:
     if os.environ.get("PRIORWATCH_REQUIRE_POSTGRES") == "1":
         pytest.fail(f"PostgreSQL required (PRIORWATCH_REQUIRE_POSTGRES=1): {reason}")
@@ -83,7 +78,7 @@ def fresh_postgres_database() -> Iterator[str]:
     Skips (or fails, with PRIORWATCH_REQUIRE_POSTGRES=1) when the server is unreachable.
     """
     try:
-        with scratch_postgres_database(_postgres_server_url(), "priorwatch_test") as url:
+        with scratch_postgres_database("priorwatch_test") as url:
             yield url
     except ServerUnavailable as exc:  # raised before the yield only
         _unavailable(exc.reason)

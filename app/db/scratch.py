@@ -9,11 +9,22 @@ bench/_common.py into a skipped benchmark section.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import sqlalchemy as sa
+
+SERVER_URL_VARIABLE = "PRIORWATCH_TEST_POSTGRES_URL"
+"""The environment variable naming the server of scratch databases."""
+DEFAULT_SERVER_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+"""The server of scratch databases when the variable is not set."""
+
+
+def scratch_server_url() -> str:
+    """The server scratch databases are created on (tests and benchmarks alike)."""
+    return os.environ.get(SERVER_URL_VARIABLE, DEFAULT_SERVER_URL)
 
 
 class ServerUnavailable(Exception):
@@ -25,22 +36,23 @@ class ServerUnavailable(Exception):
 
 
 @contextmanager
-def scratch_postgres_database(server_url: str, prefix: str) -> Iterator[str]:
+def scratch_postgres_database(prefix: str, server_url: str | None = None) -> Iterator[str]:
     """Create an empty database named ``<prefix>_<random>``; yield its URL; drop it.
 
     Parameters
     ----------
-    server_url : str
-        SQLAlchemy URL of any database on the server (used to create and drop).
     prefix : str
         Start of the new database's name (e.g. ``"priorwatch_test"``).
+    server_url : str, optional
+        SQLAlchemy URL of any database on the server (used to create and
+        drop); default :func:`scratch_server_url`.
 
     Raises
     ------
     ServerUnavailable
         Before yielding, when the server cannot be reached.
     """
-    server = sa.engine.make_url(server_url)
+    server = sa.engine.make_url(server_url or scratch_server_url())
     admin = sa.create_engine(
         server, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
     )

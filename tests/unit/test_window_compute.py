@@ -422,6 +422,7 @@ def test_scarce_windows_get_no_intervals_for_masked_metrics() -> None:
     assert set(result.intervals) <= {k for k, v in result.metrics.items() if v is not None}
 
 
+@pytest.mark.slow
 def test_auc_interval_from_coarse_bins_has_nominal_coverage() -> None:
     """Seeded simulation: 60 windows of a known population; the 95% interval of
     ROC-AUC (bootstrap on 256 coarse bins, shifted to the fine value) covers the
