@@ -37,7 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base
-from app.db.types import Float64Array, Int64Array, JSONDocument, UTCDateTime
+from app.db.types import Float64Array, Int32Array, Int64Array, JSONDocument, UTCDateTime
 
 ALL_SEGMENTS = "*"
 """Segment key of the all-traffic aggregate of a window."""
@@ -120,11 +120,13 @@ class ApiKey(Base):
 
 
 class Batch(Base):
-    """Append-only record of one accepted batch; never rewritten or deleted.
+    """Record of one accepted batch; never rewritten.
 
     ``idempotency_key`` is unique per model; ``request_hash`` (SHA-256 of the
     request body) tells a replay from a conflicting reuse, and ``response`` is
-    the body answered the first time, replayed verbatim.
+    the body answered the first time, replayed verbatim. The worker's
+    housekeeping deletes rows older than the idempotency retention
+    (app/worker/housekeeping.py); the counts live on in the window aggregates.
     """
 
     __tablename__ = "batch"
@@ -152,6 +154,7 @@ class Batch(Base):
     __table_args__ = (
         UniqueConstraint("model_id", "idempotency_key"),
         Index("ix_batch_model_id_window_start", "model_id", "window_start"),
+        Index("ix_batch_received_at", "received_at"),
         CheckConstraint("kind IN ('scores', 'histogram', 'confusion_matrix')", name="kind_known"),
         CheckConstraint("n > 0 AND positives >= 0 AND positives <= n", name="counts_valid"),
     )
@@ -170,13 +173,14 @@ class WindowAggregate(Base):
     thresholds only the rows with histograms (a ``confusion_matrix`` batch is
     counted at the primary threshold alone).
 
-    Worker protocol: every batch increments ``version`` and sets ``dirty``
-    (``dirty_since`` keeps the first unprocessed change, for the lag gauge). A
-    worker claims dirty rows with ``SELECT ... FOR UPDATE SKIP LOCKED`` (setting
-    ``lease_expires_at`` if it wants a lease), computes from the version it
-    read, writes ``window_metrics`` with that ``aggregate_version``, and clears
-    the mark with ``UPDATE ... SET dirty = false WHERE ... AND version = :read``
-    so that a batch that arrived meanwhile keeps the window dirty.
+    Worker protocol (app/db/queue.py): a batch never writes this row; it
+    appends a :class:`BatchDelta`. A window is waiting when it has unfolded
+    deltas or ``dirty`` is set (a drift reference or the model's settings
+    changed; ``dirty_since`` keeps the first such change). A worker claims
+    the row with ``SELECT ... FOR UPDATE SKIP LOCKED`` and a lease, computes
+    on these sums plus the deltas it read, and in one fenced transaction
+    folds exactly those deltas into the row (``version`` + 1, the deltas
+    deleted) and stores the result with the new ``version``.
     """
 
     __tablename__ = "window_aggregate"
@@ -203,6 +207,12 @@ class WindowAggregate(Base):
     log_loss_sum: Mapped[float | None] = mapped_column(Double)
     score_sum_positive: Mapped[float | None] = mapped_column(Double)
     score_sum_negative: Mapped[float | None] = mapped_column(Double)
+    exact_sums: Mapped[dict[str, str] | None] = mapped_column(JSONDocument)
+    """The four score sums above as exact fixed-point integers (decimal strings,
+    app/services/deltas.py): folding adds these, so the floats above are the same
+    whatever the order and grouping of the folds. Null until a fold sets it."""
+    batches: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    """Batches folded into this aggregate (the exporter's ingestion counters)."""
     version: Mapped[int] = mapped_column(BigInteger, default=0)
     dirty: Mapped[bool] = mapped_column(Boolean, default=False)
     dirty_since: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -223,6 +233,43 @@ class WindowAggregate(Base):
             sqlite_where=text("dirty"),
         ),
     )
+
+
+class BatchDelta(Base):
+    """What one batch adds to one window aggregate, until the worker folds it in.
+
+    A batch appends one delta per aggregate it counts in (all traffic, and its
+    segment's): an insert into this table, which no other batch's insert
+    waits for. The worker folds a window's deltas into its aggregate and
+    deletes them in the same transaction (app/db/queue.py), so the table
+    holds only the unfolded ones. Histograms are sparse: ``bins`` lists the
+    bins where the batch has a score (ascending), ``bin_positives`` and
+    ``bin_negatives`` the counts there.
+    """
+
+    __tablename__ = "batch_delta"
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("model.id", ondelete="CASCADE"), primary_key=True
+    )
+    segment: Mapped[str] = mapped_column(String(64), primary_key=True)
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    batch_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    n: Mapped[int] = mapped_column(BigInteger)
+    positives: Mapped[int] = mapped_column(BigInteger)
+    confusion: Mapped[npt.NDArray[np.int64]] = mapped_column(Int64Array)
+    """int64, 4 per model threshold (tp, fp, fn, tn); -1 where the batch does not
+    tell the matrix at that threshold (a confusion-matrix batch)."""
+    bins: Mapped[npt.NDArray[np.int32] | None] = mapped_column(Int32Array)
+    """int32 indices of the non-empty bins; null for a confusion-matrix batch."""
+    bin_positives: Mapped[npt.NDArray[np.int64] | None] = mapped_column(Int64Array)
+    bin_negatives: Mapped[npt.NDArray[np.int64] | None] = mapped_column(Int64Array)
+    sums: Mapped[npt.NDArray[np.float64] | None] = mapped_column(Float64Array)
+    """float64 (positives, negatives, brier, log loss, score sum of positives, of
+    negatives) of a scores batch; null otherwise."""
+
+    __table_args__ = (Index("ix_batch_delta_received_at", "received_at"),)
 
 
 class WindowMetrics(Base):

@@ -4,17 +4,17 @@ the transaction)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import func, select
+from sqlalchemy import Subquery, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.db.models import ApiKey, Batch, Model, WindowAggregate
+from app.db.models import ApiKey, Batch, BatchDelta, Model, WindowAggregate
 
 
 def get_model_by_name(session: Session, name: str) -> Model | None:
@@ -53,33 +53,21 @@ def count_batches(session: Session, model_id: int) -> int:
     )
 
 
-def lock_window_aggregates(
+def ensure_window_aggregates(
     session: Session,
     model_id: int,
     window_start: datetime,
     segments: Sequence[str],
     thresholds: Sequence[float],
     now: datetime,
-) -> list[WindowAggregate]:
-    """Create the missing aggregates of one window, lock them all and read them: one statement.
+) -> None:
+    """Create the window's aggregate rows that do not exist yet (empty, version 0).
 
-    ``INSERT ... ON CONFLICT (key) DO UPDATE SET version = version ... RETURNING``
-    over the rows in ascending ``segment`` order: a missing row is created
-    empty, an existing one is locked by the (no-op) update, and either way the
-    row comes back, in one round trip. Rows are taken in ascending ``segment``
-    order, the one order every writer uses (the worker's
-    ``invalidate_windows`` too), so a writer only ever waits for a row while
-    holding rows that sort before it, and concurrent batches cannot deadlock
-    (tests/integration/test_ingest_concurrency.py). A writer that meets
-    another's uncommitted insert of the same row waits for it, then updates
-    the committed row. On SQLite the caller holds the database write lock
-    (BEGIN IMMEDIATE).
-
-    Returns
-    -------
-    list of WindowAggregate
-        One per distinct segment key, in ascending segment order, with the
-        values of this transaction (identity map refreshed).
+    ``INSERT ... ON CONFLICT DO NOTHING``: an existing row is neither written
+    nor locked, so concurrent batches into one window do not wait for each
+    other (only for a concurrent, uncommitted creation of the same row). The
+    rows are inserted in ascending ``segment`` order. On SQLite the caller
+    holds the database write lock (BEGIN IMMEDIATE).
     """
     keys = sorted(set(segments))
     dialect = session.get_bind().dialect.name
@@ -95,6 +83,7 @@ def lock_window_aggregates(
             "n": 0,
             "positives": 0,
             "confusion": empty_confusion,
+            "batches": 0,
             "version": 0,
             "dirty": False,
             "created_at": now,
@@ -102,24 +91,39 @@ def lock_window_aggregates(
         }
         for segment in keys
     ]
-    # An ORM bulk upsert (parameter list, not ``.values([...])``): the statement
-    # compiles once per process and is cached, where a multi-VALUES construct is
-    # compiled again on every call (about 3 ms, bench/bench_ingest.py). The rows
-    # still go out as one INSERT, in ``keys`` order.
-    upsert = (
-        insert(WindowAggregate)
-        .on_conflict_do_update(
-            index_elements=[
-                WindowAggregate.model_id,
-                WindowAggregate.segment,
-                WindowAggregate.window_start,
-            ],
-            set_={"version": WindowAggregate.version},
+    # A parameter list (not ``.values([...])``): the statement compiles once per
+    # process and is cached (bench/bench_ingest.py).
+    session.execute(insert(WindowAggregate).on_conflict_do_nothing(), rows_in)
+
+
+def unfolded_totals(model_id: int, segment: str) -> Subquery:
+    """Per window of (model, segment) with unfolded deltas: ``deltas``, ``n``, ``positives``."""
+    return (
+        select(
+            BatchDelta.window_start,
+            func.count().label("deltas"),
+            func.sum(BatchDelta.n).label("n"),
+            func.sum(BatchDelta.positives).label("positives"),
         )
-        .returning(WindowAggregate)
+        .where(BatchDelta.model_id == model_id, BatchDelta.segment == segment)
+        .group_by(BatchDelta.window_start)
+        .subquery()
     )
-    rows = session.scalars(upsert, rows_in, execution_options={"populate_existing": True}).all()
-    return sorted(rows, key=lambda row: row.segment)
+
+
+def unfolded_deltas(
+    session: Session, model_id: int, segment: str, starts: Collection[datetime]
+) -> list[BatchDelta]:
+    """The unfolded deltas of the windows of (model, segment) starting at ``starts``."""
+    return list(
+        session.scalars(
+            select(BatchDelta).where(
+                BatchDelta.model_id == model_id,
+                BatchDelta.segment == segment,
+                BatchDelta.window_start.in_(list(starts)),
+            )
+        )
+    )
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,29 @@
 """Every SQL statement of the window queue, in one module.
 
-The queue is the ``window_aggregate`` table itself: a batch sets ``dirty`` and
-bumps ``version`` (app/services/aggregates.py). The worker protocol
-(docs/worker.md):
+The queue is the unfolded deltas (``batch_delta``: a batch appends one per
+aggregate it counts in) together with the ``dirty`` mark of
+``window_aggregate`` (set when a window's drift reference or its model's
+settings change). A window is waiting when it has either. No batch writes a
+shared row. The worker protocol (docs/worker.md):
 
-1. **claim** (one short transaction): pick the oldest dirty window whose lease
-   is free or expired with ``SELECT ... FOR UPDATE SKIP LOCKED`` (concurrent
-   claimers skip each other's rows instead of waiting), increment its
-   ``claim_attempt`` (the fencing token) and set ``lease_expires_at``; read
-   the row's sums and ``version`` in the same transaction.
-2. **compute** outside any transaction (no lock is held while computing, so
-   ingestion never waits for the worker).
-3. **complete** (one transaction): ``UPDATE ... WHERE claim_attempt = :mine``
-   locks the row and proves that nobody claimed it since; then the result is
-   upserted into ``window_metrics`` with the version it was computed from,
-   and ``dirty`` is cleared only if ``version`` did not move meanwhile. If the
-   fence fails (the lease expired and another worker claimed the window),
-   nothing is written: a stale worker can never overwrite a newer result.
+1. **claim** (one short transaction): pick the window with the oldest
+   waiting change whose lease is free or expired with ``SELECT ... FOR
+   UPDATE SKIP LOCKED`` (concurrent claimers skip each other's rows instead
+   of waiting), increment its ``claim_attempt`` (the fencing token) and set
+   ``lease_expires_at``; read the row's sums and its unfolded deltas (at
+   most :data:`MAX_DELTAS_PER_CLAIM`) in the same transaction.
+2. **compute** outside any transaction on the sums plus exactly those
+   deltas (no lock is held while computing, so ingestion never waits for
+   the worker).
+3. **fold and complete** (one transaction): ``UPDATE ... WHERE claim_attempt
+   = :mine`` proves that nobody claimed the window since and writes the
+   folded sums (``version`` + 1) and clears ``dirty``; the claimed deltas
+   are deleted (all of them, or the transaction fails); the result is
+   upserted into ``window_metrics`` with the new version. If the fence
+   fails (the lease expired and another worker claimed the window), nothing
+   is written: a stale worker can never overwrite a newer result, and a
+   delta is folded exactly once (a crash before the commit leaves the deltas
+   in place for the next claim).
 
 Times come from the database clock on PostgreSQL (``now()``), so workers on
 machines with skewed clocks agree on lease expiry. Functions here never commit:
@@ -29,18 +36,36 @@ the same serialisation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, and_, case, func, or_, select, text, update
+from sqlalchemy import (
+    Select,
+    Subquery,
+    and_,
+    case,
+    delete,
+    func,
+    or_,
+    select,
+    text,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.db.models import WindowAggregate, WindowMetrics
+from app.db.models import BatchDelta, WindowAggregate, WindowMetrics
 
 WA = WindowAggregate
+BD = BatchDelta
+
+MAX_DELTAS_PER_CLAIM = 2_000
+"""Most deltas one claim folds; a window with more stays waiting for the next claim
+(bounds the claim's memory and the size of the fold's ``DELETE``)."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +75,8 @@ class Claim:
     Attributes
     ----------
     model_id, segment, window_start : the window's key.
-    version : the aggregate version read in the claim transaction (the
-        result will be stored with it).
+    version : the aggregate version read in the claim transaction (the fold
+        stores ``version + 1`` when it folds deltas, else ``version``).
     attempt : the fencing token (``claim_attempt`` after the increment).
     claimed_at, lease_expires_at : database times of the claim and of the
         lease's end.
@@ -79,13 +104,50 @@ def _key(model_id: int, segment: str, window_start: datetime) -> Any:
     return and_(WA.model_id == model_id, WA.segment == segment, WA.window_start == window_start)
 
 
-def _claimable(now: datetime) -> Select[Any]:
+def _waiting() -> Subquery:
+    """(model_id, segment, window_start, since) of every waiting window: the oldest
+    unfolded delta or the dirty mark, whichever is older."""
+    changes = union_all(
+        select(BD.model_id, BD.segment, BD.window_start, BD.received_at.label("since")),
+        select(WA.model_id, WA.segment, WA.window_start, WA.dirty_since.label("since")).where(
+            WA.dirty
+        ),
+    ).subquery()
     return (
-        select(WA)
-        .where(WA.dirty, or_(WA.lease_expires_at.is_(None), WA.lease_expires_at <= now))
-        .order_by(WA.dirty_since, WA.model_id, WA.segment, WA.window_start)
+        select(
+            changes.c.model_id,
+            changes.c.segment,
+            changes.c.window_start,
+            func.min(changes.c.since).label("since"),
+        )
+        .group_by(changes.c.model_id, changes.c.segment, changes.c.window_start)
+        .subquery()
+    )
+
+
+def _joined_waiting(columns: Any, waiting: Subquery) -> Select[Any]:
+    return select(*columns).join(
+        waiting,
+        and_(
+            WA.model_id == waiting.c.model_id,
+            WA.segment == waiting.c.segment,
+            WA.window_start == waiting.c.window_start,
+        ),
+    )
+
+
+def _lease_free(now: datetime) -> Any:
+    return or_(WA.lease_expires_at.is_(None), WA.lease_expires_at <= now)
+
+
+def _claimable(now: datetime) -> Select[Any]:
+    waiting = _waiting()
+    return (
+        _joined_waiting([WA], waiting)
+        .where(_lease_free(now))
+        .order_by(waiting.c.since, WA.model_id, WA.segment, WA.window_start)
         .limit(1)
-        .with_for_update(skip_locked=True)
+        .with_for_update(skip_locked=True, of=WA)
     )
 
 
@@ -93,9 +155,7 @@ def any_claimable(session: Session) -> bool:
     """Whether some window is waiting (a plain read: takes no lock)."""
     now = database_now(session)
     found = session.scalar(
-        select(WA.model_id)
-        .where(WA.dirty, or_(WA.lease_expires_at.is_(None), WA.lease_expires_at <= now))
-        .limit(1)
+        _joined_waiting([WA.model_id], _waiting()).where(_lease_free(now)).limit(1)
     )
     return found is not None
 
@@ -115,7 +175,8 @@ def claim_next(session: Session, *, lease_seconds: float) -> tuple[Claim, Window
     -------
     (Claim, WindowAggregate) or None
         The claim and the row as read under the lock (its sums are those of
-        ``claim.version``); None when no window is waiting.
+        ``claim.version``); None when no window is waiting. Read its deltas
+        with :func:`claimed_deltas` in the same transaction.
     """
     now = database_now(session)
     row = session.scalars(_claimable(now).execution_options(populate_existing=True)).one_or_none()
@@ -141,27 +202,56 @@ def claim_next(session: Session, *, lease_seconds: float) -> tuple[Claim, Window
     return claim, row
 
 
-def fence(session: Session, claim: Claim, *, release_only: bool = False) -> int | None:
-    """Lock the claimed row if ``claim`` still holds it; end the lease.
+def claimed_deltas(session: Session, claim: Claim) -> list[BatchDelta]:
+    """The unfolded deltas of the claimed window, oldest first (at most
+    :data:`MAX_DELTAS_PER_CLAIM`); the claim folds exactly these."""
+    return list(
+        session.scalars(
+            select(BD)
+            .where(
+                BD.model_id == claim.model_id,
+                BD.segment == claim.segment,
+                BD.window_start == claim.window_start,
+            )
+            .order_by(BD.received_at, BD.batch_id)
+            .limit(MAX_DELTAS_PER_CLAIM)
+        )
+    )
 
-    Unless ``release_only``, the dirty mark is cleared when the version is
-    still ``claim.version`` (no batch arrived since the claim); otherwise the
-    window stays dirty with ``dirty_since`` = the claim time (every change
-    after the version we read arrived after it).
+
+class DoubleFold(RuntimeError):
+    """A claimed delta was gone at fold time (the fold is rolled back)."""
+
+
+def fence(
+    session: Session,
+    claim: Claim,
+    *,
+    release_only: bool = False,
+    folded: Mapping[str, Any] | None = None,
+    batch_ids: Sequence[uuid.UUID] = (),
+) -> int | None:
+    """Lock the claimed row if ``claim`` still holds it; end the lease; fold.
+
+    Unless ``release_only``, the dirty mark is cleared. With ``folded`` (the
+    aggregate's column values with the claimed deltas added), the row takes
+    those values, ``version`` + 1 and ``batches`` + ``len(batch_ids)``, and
+    the deltas ``batch_ids`` of the window are deleted: every one of them,
+    or :class:`DoubleFold` is raised (the caller's transaction must then roll
+    back).
 
     Returns
     -------
     int or None
-        The row's current version, or None when another worker claimed the
-        window since (the claim is stale: write nothing).
+        The row's version after the fold, or None when another worker claimed
+        the window since (the claim is stale: write nothing).
     """
-    unchanged = WA.version == claim.version
     values: dict[str, Any] = {"lease_expires_at": None}
     if not release_only:
-        values["dirty"] = ~unchanged
-        values["dirty_since"] = case(
-            (unchanged, None), else_=func.coalesce(WA.dirty_since, claim.claimed_at)
-        )
+        values.update(dirty=False, dirty_since=None)
+    if folded is not None:
+        values.update(folded)
+        values.update(version=WA.version + 1, batches=WA.batches + len(batch_ids))
     version = session.execute(
         update(WA)
         .where(
@@ -172,7 +262,38 @@ def fence(session: Session, claim: Claim, *, release_only: bool = False) -> int 
         .returning(WA.version)
         .execution_options(synchronize_session=False)
     ).scalar_one_or_none()
-    return None if version is None else int(version)
+    if version is None:
+        return None
+    if batch_ids:
+        deleted = session.execute(  # type: ignore[attr-defined]
+            delete(BD)
+            .where(
+                BD.model_id == claim.model_id,
+                BD.segment == claim.segment,
+                BD.window_start == claim.window_start,
+                BD.batch_id.in_(batch_ids),
+            )
+            .execution_options(synchronize_session=False)
+        ).rowcount
+        if deleted != len(batch_ids):
+            raise DoubleFold(
+                f"{len(batch_ids) - deleted} of {len(batch_ids)} claimed deltas were already folded"
+            )
+    return int(version)
+
+
+def has_deltas(session: Session, claim: Claim) -> bool:
+    """Whether the claimed window has unfolded deltas (e.g. arrived after the claim)."""
+    found = session.scalar(
+        select(BD.batch_id)
+        .where(
+            BD.model_id == claim.model_id,
+            BD.segment == claim.segment,
+            BD.window_start == claim.window_start,
+        )
+        .limit(1)
+    )
+    return found is not None
 
 
 def release(session: Session, claim: Claim) -> bool:
@@ -187,11 +308,12 @@ def upsert_window_metrics(
     session: Session,
     claim: Claim,
     *,
+    version: int,
     status: str,
     computed_at: datetime,
     document: Mapping[str, Any],
 ) -> None:
-    """Store the result computed from ``claim.version`` (call after :func:`fence`).
+    """Store the result computed from aggregate ``version`` (call after :func:`fence`).
 
     ``document`` holds the columns ``metrics``, ``drift``, ``curves``,
     ``intervals``, ``reasons`` and ``error``. An existing row computed from a
@@ -201,7 +323,7 @@ def upsert_window_metrics(
         "model_id": claim.model_id,
         "segment": claim.segment,
         "window_start": claim.window_start,
-        "aggregate_version": claim.version,
+        "aggregate_version": version,
         "computed_at": computed_at,
         "status": status,
         "metrics": document.get("metrics") or {},
@@ -314,7 +436,8 @@ class QueueStats:
 
     Attributes
     ----------
-    dirty_windows : windows waiting for (re)computation.
+    dirty_windows : windows waiting for (re)computation (unfolded deltas or
+        the dirty mark).
     leased_windows : of those, windows a worker holds right now.
     oldest_dirty_since : the oldest unprocessed change, or None.
     now : the database time of the reading.
@@ -334,12 +457,13 @@ class QueueStats:
 
 
 def queue_stats(session: Session) -> QueueStats:
-    """Count the dirty windows and find the oldest dirty mark (one query)."""
+    """Count the waiting windows and find the oldest waiting change (one query)."""
     now = database_now(session)
+    waiting = _waiting()
     leased = case((and_(WA.lease_expires_at.is_not(None), WA.lease_expires_at > now), 1), else_=0)
     count, held, oldest = session.execute(
-        select(func.count(), func.coalesce(func.sum(leased), 0), func.min(WA.dirty_since)).where(
-            WA.dirty
+        _joined_waiting(
+            [func.count(), func.coalesce(func.sum(leased), 0), func.min(waiting.c.since)], waiting
         )
     ).one()
     return QueueStats(int(count), int(held), oldest, now)

@@ -77,9 +77,18 @@ class Int64Array(_NumpyArray):
     """int64 counts (histograms), stored as ``<i8`` bytes."""
 
     dtype = np.dtype("<i8")
+    cache_ok = True
+
+
+class Int32Array(_NumpyArray):
+    """int32 values (sparse bin indices), stored as ``<i4`` bytes."""
+
+    dtype = np.dtype("<i4")
+    cache_ok = True
 
 
 class Float64Array(_NumpyArray):
     """float64 values (bin edges), stored as ``<f8`` bytes."""
 
     dtype = np.dtype("<f8")
+    cache_ok = True

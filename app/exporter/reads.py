@@ -4,8 +4,10 @@ Every value comes from rows the worker and the ingestion wrote; nothing here
 computes a metric. One scrape runs a fixed number of statements, whatever
 the number of models and segments:
 
-1. the models with their accepted batch and row counts (one GROUP BY on
-   ``batch``, :func:`read_models`);
+1. the models with their accepted batch and row counts (:func:`read_models`:
+   the counters folded into the model's all-traffic window aggregates plus
+   its unfolded all-traffic deltas; one statement whose cost grows with the
+   windows, not with the batches);
 2. the latest window with a fresh result per (model, segment): its key,
    ``computed_at`` and aggregate version (:func:`read_latest_keys`);
 3. the stored metrics, intervals and drift verdict of those windows
@@ -29,10 +31,10 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, Text, and_, cast, func, select, tuple_
+from sqlalchemy import Select, Text, and_, cast, func, literal, select, tuple_, union_all
 from sqlalchemy.orm import Session
 
-from app.db.models import Batch, Model, WindowAggregate, WindowMetrics
+from app.db.models import ALL_SEGMENTS, BatchDelta, Model, WindowAggregate, WindowMetrics
 from app.db.queue import QueueStats, queue_stats
 from app.services.sla_objectives import Objective
 from app.statuses import StoredStatus
@@ -108,14 +110,32 @@ def _objectives(
 
 
 def read_models(session: Session) -> tuple[ModelRow, ...]:
-    """Every model with its accepted batches and rows (one statement)."""
+    """Every model with its accepted batches and rows (one statement).
+
+    Each batch counts once in its window's all-traffic aggregate: as an
+    unfolded delta until the worker folds it, then in the aggregate's
+    ``batches`` and ``n`` (the fold moves it from one to the other in one
+    transaction, so a reading never counts it twice or misses it).
+    """
+    parts = union_all(
+        select(
+            WA.model_id.label("model_id"),
+            WA.batches.label("batches"),
+            WA.n.label("rows"),
+        ).where(WA.segment == ALL_SEGMENTS),
+        select(
+            BatchDelta.model_id.label("model_id"),
+            literal(1).label("batches"),
+            BatchDelta.n.label("rows"),
+        ).where(BatchDelta.segment == ALL_SEGMENTS),
+    ).subquery()
     counts = (
         select(
-            Batch.model_id.label("model_id"),
-            func.count().label("batches"),
-            func.sum(Batch.n).label("rows"),
+            parts.c.model_id,
+            func.sum(parts.c.batches).label("batches"),
+            func.sum(parts.c.rows).label("rows"),
         )
-        .group_by(Batch.model_id)
+        .group_by(parts.c.model_id)
         .subquery()
     )
     result = session.execute(

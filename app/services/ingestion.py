@@ -7,9 +7,13 @@ Order of work for ``POST /v1/models/{name}/batches``:
    422 (other body); nothing stored;
 3. parse and validate the body (no database locks held; the body hash is
    computed beside steps 1-3 in another thread);
-4. one write transaction: insert the batch row, lock the window's aggregates
-   (all traffic, and the segment's if any) in segment order, add the batch,
-   bump versions, mark dirty; commit. Any failure rolls all of it back.
+4. one write transaction: insert the batch row and its deltas (one per
+   aggregate it counts in: all traffic, and the segment's if any), and create
+   the window's aggregate rows if missing (``ON CONFLICT DO NOTHING``: an
+   existing row is neither written nor locked); commit. Any failure rolls
+   all of it back. No statement waits for another batch's transaction (but
+   for the first creation of an aggregate row); the worker folds the deltas
+   into the aggregates later (app/services/window_refresh.py).
 
 On PostgreSQL steps 1-4 share one transaction (the advisory lock of step 1
 lives until the commit); on SQLite the write transaction of step 4 starts
@@ -24,16 +28,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db import queries
-from app.db.models import ALL_SEGMENTS, Batch
+from app.db.models import ALL_SEGMENTS, Batch, BatchDelta
 from app.db.session import write_transaction
 from app.services import idempotency
-from app.services.aggregates import apply_batch
 from app.services.batch_parsing import ParsedBatch, parse_batch
+from app.services.deltas import Delta
 from app.services.model_config import ModelConfig
 from app.services.windowing import isoformat_z
 
@@ -93,13 +98,16 @@ def _store(
             received_at=now,
         )
     )
-    session.flush()  # before the aggregates are locked: keeps the locked span short
     segments = [ALL_SEGMENTS] if parsed.segment is None else [ALL_SEGMENTS, parsed.segment]
-    for aggregate in queries.lock_window_aggregates(
+    queries.ensure_window_aggregates(
         session, model.id, parsed.window_start, segments, model.thresholds, now
-    ):
-        apply_batch(aggregate, parsed, now)
-    session.flush()
+    )
+    delta = Delta.from_batch(batch_id, parsed)
+    session.flush()  # the batch row first: a reused key fails here, before the deltas
+    session.execute(
+        insert(BatchDelta),
+        [delta.to_row(model.id, segment, parsed.window_start, now) for segment in segments],
+    )
     return response
 
 

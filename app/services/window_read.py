@@ -3,14 +3,16 @@
 A window is identified by (model, segment, start). The API shows the
 all-traffic window (stored under the segment key ``"*"``) as ``segment: null``.
 
-* **Stored windows** (the model's own window length): the aggregate's counts
-  and the worker's last result. The window is ``"fresh"`` when that result
-  was computed from the aggregate's current version and nothing has marked
-  the window for recomputation since (:func:`is_fresh`); otherwise it is
+* **Stored windows** (the model's own window length): the counts of the
+  aggregate plus its unfolded deltas, and the worker's last result. The
+  window is ``"fresh"`` when that result was computed from the aggregate's
+  current version, no delta waits to be folded and nothing has marked the
+  window for recomputation since (:func:`is_fresh`); otherwise it is
   ``"pending"`` and carries the last result, if any, computed from an older
   version (``aggregate_version`` says which).
 * **Merged windows** (``granularity`` a longer window length, e.g. ``"1d"``
-  over a ``"1h"`` model): the stored aggregates of each longer window are
+  over a ``"1h"`` model): the stored aggregates of each longer window, each
+  with its unfolded deltas folded in (:func:`app.services.deltas.fold`), are
   summed exactly (:meth:`WindowSums.merge`) and computed now with
   :func:`compute_window_result`, against the same drift reference the worker
   would use. They are always ``"fresh"`` (computed from the current sums).
@@ -26,11 +28,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import Subquery, and_, func, or_, select
 from sqlalchemy.orm import Session
 
+from app.db import queries
 from app.db.models import ALL_SEGMENTS, WindowAggregate, WindowMetrics
 from app.errors import InvalidInput
+from app.services.deltas import Delta, exact_of, fold
 from app.services.drift_reference import reference_period
 from app.services.model_config import ModelConfig
 from app.services.window_compute import compute_window_result
@@ -175,24 +179,30 @@ def iso(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def is_fresh(status: str | None, computed_version: int | None, version: int, dirty: bool) -> bool:
+def is_fresh(
+    status: str | None, computed_version: int | None, version: int, dirty: bool, unfolded: int
+) -> bool:
     """True when a stored result is the current one of its window.
 
     It must have been stored as ``"fresh"``, from the aggregate's current
-    ``version``, and the window must not be marked for recomputation (a
-    reference or settings change marks it dirty without a new version).
+    ``version``, no delta (``unfolded``) may wait to be folded, and the window
+    must not be marked for recomputation (a reference or settings change
+    marks it dirty without a new version).
     """
-    return status == StoredStatus.FRESH and computed_version == version and not dirty
+    return (
+        status == StoredStatus.FRESH and computed_version == version and not dirty and unfolded == 0
+    )
 
 
 # --- stored windows ------------------------------------------------------------
 
 
-def _stored_columns(with_curves: bool) -> list[Any]:
+def _stored_columns(unfolded: Subquery, with_curves: bool) -> list[Any]:
     columns: list[Any] = [
         WA.window_start,
-        WA.n,
-        WA.positives,
+        (WA.n + func.coalesce(unfolded.c.n, 0)).label("n"),
+        (WA.positives + func.coalesce(unfolded.c.positives, 0)).label("positives"),
+        func.coalesce(unfolded.c.deltas, 0).label("unfolded"),
         WA.version,
         WA.dirty,
         WM.status,
@@ -210,8 +220,9 @@ def _stored_columns(with_curves: bool) -> list[Any]:
 
 
 def _stored_select(model: ModelConfig, key: str, *, with_curves: bool) -> Any:
+    unfolded = queries.unfolded_totals(model.id, key)
     return (
-        select(*_stored_columns(with_curves))
+        select(*_stored_columns(unfolded, with_curves))
         .select_from(WA)
         .outerjoin(
             WM,
@@ -221,13 +232,18 @@ def _stored_select(model: ModelConfig, key: str, *, with_curves: bool) -> Any:
                 WM.window_start == WA.window_start,
             ),
         )
-        .where(WA.model_id == model.id, WA.segment == key, WA.n > 0)
+        .outerjoin(unfolded, unfolded.c.window_start == WA.window_start)
+        .where(
+            WA.model_id == model.id,
+            WA.segment == key,
+            or_(WA.n > 0, unfolded.c.deltas.is_not(None)),
+        )
     )
 
 
 def _stored_view(model: ModelConfig, key: str, row: Any, *, with_curves: bool) -> WindowView:
     has_result = row.status is not None
-    fresh = is_fresh(row.status, row.aggregate_version, row.version, row.dirty)
+    fresh = is_fresh(row.status, row.aggregate_version, row.version, row.dirty, row.unfolded)
     start: datetime = row.window_start
     return WindowView(
         start=start,
@@ -277,12 +293,14 @@ def _merge_groups(
     session: Session, model: ModelConfig, key: str, window_range: WindowRange
 ) -> list[tuple[datetime, list[datetime]]]:
     """(merged start, stored starts) of every merged window with data, oldest first."""
+    unfolded = queries.unfolded_totals(model.id, key)
     starts = session.scalars(
         select(WA.window_start)
+        .outerjoin(unfolded, unfolded.c.window_start == WA.window_start)
         .where(
             WA.model_id == model.id,
             WA.segment == key,
-            WA.n > 0,
+            or_(WA.n > 0, unfolded.c.deltas.is_not(None)),
             WA.window_start >= window_range.start,
             WA.window_start < window_range.end,
         )
@@ -300,6 +318,14 @@ def _merge_groups(
     return list(groups.items())
 
 
+def _with_deltas(row: WindowAggregate, deltas: list[Delta], model: ModelConfig) -> WindowSums:
+    """A stored window's sums with its unfolded deltas folded in (as the worker will)."""
+    base = WindowSums.from_row(row)
+    if not deltas:
+        return base
+    return fold(base, exact_of(base, row.exact_sums), deltas, model.n_bins).sums
+
+
 def _merged_view(
     session: Session,
     model: ModelConfig,
@@ -315,7 +341,10 @@ def _merged_view(
     rows = session.scalars(
         select(WA).where(WA.model_id == model.id, WA.segment == key, WA.window_start.in_(sources))
     ).all()
-    sums = WindowSums.merge(WindowSums.from_row(r) for r in rows)
+    deltas: dict[datetime, list[Delta]] = {}
+    for d in queries.unfolded_deltas(session, model.id, key, sources):
+        deltas.setdefault(d.window_start, []).append(Delta.from_row(d))
+    sums = WindowSums.merge(_with_deltas(r, deltas.get(r.window_start, []), model) for r in rows)
     if sums is None or sums.n <= 0:
         return None
     end = start + window_length(granularity)

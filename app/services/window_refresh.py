@@ -4,22 +4,24 @@ Each step is its own short transaction, owned here; no transaction is open
 while computing. The SQL is in :mod:`app.db.queue`; the computation in
 :func:`app.services.window_compute.compute_window_result`.
 
-* :func:`claim_window` claims the oldest dirty window and reads its sums and
-  its model in the claim transaction (so the sums are those of the claimed
-  version).
+* :func:`claim_window` claims the waiting window with the oldest change and
+  reads its sums, its unfolded deltas and its model in the claim transaction;
+  the sums plus exactly those deltas (:func:`app.services.deltas.fold`) are
+  what the window is computed on.
 * :func:`compute_claimed` loads the drift reference (the sum of the reference
   windows of the same segment, cached by their versions) and computes.
-* :func:`persist_result` fences the completion on the claim attempt, stores the
-  result with the version it was computed from and clears the dirty mark if no
-  batch arrived since. When the window's data changed and other windows use it
-  as their drift reference, those are marked for recomputation in the same
-  transaction.
+* :func:`persist_result` fences the completion on the claim attempt and, in
+  the same transaction, folds the claimed deltas into the aggregate (new
+  version; the deltas deleted) and stores the result with that version.
+  When the window's data changed and other windows use it as their drift
+  reference, those are marked for recomputation in the same transaction.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +34,7 @@ from app.db import queue
 from app.db.models import Model, WindowAggregate
 from app.db.queue import Claim
 from app.db.session import write_transaction
+from app.services.deltas import Delta, Folded, aggregate_columns, exact_of, fold
 from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
 from app.services.window_compute import WindowResult, compute_window_result
@@ -43,11 +46,20 @@ log = logging.getLogger("priorwatch.worker")
 
 @dataclass(frozen=True)
 class ClaimedWindow:
-    """A claimed window with everything its computation needs."""
+    """A claimed window with everything its computation needs.
+
+    ``folded`` is the aggregate plus the deltas ``batch_ids`` (the claimed
+    ones): the window is computed on ``folded.sums`` and the fold stores it.
+    """
 
     claim: Claim
     model: ModelConfig
-    sums: WindowSums
+    folded: Folded
+    batch_ids: tuple[uuid.UUID, ...]
+
+    @property
+    def sums(self) -> WindowSums:
+        return self.folded.sums
 
 
 class Outcome(enum.Enum):
@@ -56,7 +68,7 @@ class Outcome(enum.Enum):
     STORED = "stored"
     """The result is stored and the window is clean (no batch arrived meanwhile)."""
     STORED_STILL_DIRTY = "stored_still_dirty"
-    """The result is stored; a batch arrived meanwhile, so the window stays dirty."""
+    """The result is stored; deltas arrived meanwhile, so the window stays waiting."""
     FENCED_OUT = "fenced_out"
     """Another worker claimed the window since: nothing was written."""
 
@@ -80,7 +92,11 @@ def claim_window(session: Session, *, lease_seconds: float) -> ClaimedWindow | N
         model_row = session.get(Model, claim.model_id)
         if model_row is None:  # the model was deleted: its rows cascade away
             return None
-        claimed = ClaimedWindow(claim, ModelConfig.from_row(model_row), WindowSums.from_row(row))
+        model = ModelConfig.from_row(model_row)
+        deltas = [Delta.from_row(d) for d in queue.claimed_deltas(session, claim)]
+        base = WindowSums.from_row(row)
+        folded = fold(base, exact_of(base, row.exact_sums), deltas, model.n_bins)
+        claimed = ClaimedWindow(claim, model, folded, tuple(d.batch_id for d in deltas))
     return claimed
 
 
@@ -167,23 +183,26 @@ def persist_result(
         its aggregate changes, since the computation is deterministic).
     """
     claim = claimed.claim
+    folded = (
+        aggregate_columns(claimed.folded, claimed.model.thresholds) if claimed.batch_ids else None
+    )
     with write_transaction(session):
-        current = queue.fence(session, claim)
-        if current is None:
+        version = queue.fence(session, claim, folded=folded, batch_ids=claimed.batch_ids)
+        if version is None:
             return Outcome.FENCED_OUT
         previous = queue.stored_version(session, claim)
         now = queue.database_now(session)
         if result is None:
             status, document = StoredStatus.ERROR, {"error": error or "computation failed"}
         else:
-            status = StoredStatus.FRESH if current == claim.version else StoredStatus.STALE
-            document = _document(result)
+            status, document = StoredStatus.FRESH, _document(result)
         queue.upsert_window_metrics(
-            session, claim, status=status, computed_at=now, document=document
+            session, claim, version=version, status=status, computed_at=now, document=document
         )
-        if previous is None or previous < claim.version:
+        if previous is None or previous < version:
             _invalidate_dependents(session, claimed, now)
-    return Outcome.STORED if current == claim.version else Outcome.STORED_STILL_DIRTY
+        waiting = queue.has_deltas(session, claim)
+    return Outcome.STORED_STILL_DIRTY if waiting else Outcome.STORED
 
 
 def _invalidate_dependents(session: Session, claimed: ClaimedWindow, now: datetime) -> None:

@@ -126,3 +126,16 @@ def model_row(factory: sessionmaker[Session], model_id: int) -> Model:
 
 def minutes_ago(minutes: float) -> datetime:
     return utcnow() - timedelta(minutes=minutes)
+
+
+def fold_pending(url: str) -> int:
+    """Run the worker's jobs until no window waits (deltas folded); returns the windows run."""
+    from app.worker.jobs import DatabaseJobs
+
+    with session_factory_for(url) as factory:
+        jobs = DatabaseJobs(factory, lease_seconds=60)
+        runs = 0
+        while (job := jobs.claim()) is not None:
+            jobs.run(job)
+            runs += 1
+        return runs

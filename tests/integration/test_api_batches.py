@@ -11,9 +11,11 @@ import numpy as np
 import orjson
 import pytest
 import sqlalchemy as sa
+from _worker_support import fold_pending
 from sqlalchemy.orm import Session
 
-from app.db.models import Batch, WindowAggregate
+from app.db.models import Batch, BatchDelta, WindowAggregate
+from app.db.queue import queue_stats
 from app.metrics.binning import histogram_counts
 from app.metrics.probability import ProbabilitySums
 from app.services import idempotency
@@ -24,6 +26,8 @@ PROBLEM = "application/problem+json"
 
 
 def _aggregates(engine: sa.Engine) -> dict[str, WindowAggregate]:
+    """The window aggregates once the worker has folded every delta."""
+    fold_pending(engine.url.render_as_string(hide_password=False))
     with Session(engine) as s:
         return {a.segment: a for a in s.scalars(sa.select(WindowAggregate))}
 
@@ -90,6 +94,11 @@ def test_three_kinds_sum_into_the_window(setup: Any, db_engine: sa.Engine) -> No
         },
     )
     assert r.status_code == 202, r.text
+    with Session(db_engine) as s:
+        waiting = queue_stats(s)
+        deltas = s.scalars(sa.select(BatchDelta.segment)).all()
+    assert waiting.dirty_windows == 2 and waiting.oldest_dirty_since is not None
+    assert sorted(deltas) == ["*", "*", "*", "eu", "eu"]  # one per batch and aggregate
 
     aggs = _aggregates(db_engine)
     assert set(aggs) == {"*", "eu"}
@@ -97,8 +106,9 @@ def test_three_kinds_sum_into_the_window(setup: Any, db_engine: sa.Engine) -> No
     assert everything.window_start == start and everything.model_id == eu.model_id
     assert (everything.n, everything.positives) == (300 + 200 + 10, y1.sum() + y2.sum() + 5)
     assert (eu.n, eu.positives) == (310, y1.sum() + 5)
-    assert (everything.version, eu.version) == (3, 2)
-    assert everything.dirty and eu.dirty and everything.dirty_since is not None
+    assert (everything.batches, eu.batches) == (3, 2)
+    assert (everything.version, eu.version) == (1, 1)  # one fold each
+    assert not everything.dirty and not eu.dirty
     h1p, h1n = histogram_counts(s1, y1, edges)
     assert everything.hist_positives is not None and everything.hist_negatives is not None
     np.testing.assert_array_equal(everything.hist_positives, h1p + hp)
@@ -136,6 +146,7 @@ def test_batches_in_other_windows_and_segments(setup: Any, db_engine: sa.Engine)
         if segment:
             body["segment"] = segment
         assert api.post_batch("fraud", token, body).status_code == 202
+    fold_pending(db_engine.url.render_as_string(hide_password=False))
     with Session(db_engine) as s:
         keys = {(a.segment, a.window_start, a.n) for a in s.scalars(sa.select(WindowAggregate))}
     h_now, h_then = window_start(now, "1h"), window_start(earlier, "1h")

@@ -64,7 +64,8 @@ def test_claims_oldest_first_and_skips_leased_windows(
     assert a is not None and b is not None
     assert (a.claim.window_start, b.claim.window_start) == (first, second)
     assert a.claim.attempt == b.claim.attempt == 1
-    assert a.claim.version == 1 and a.sums.n == 400
+    assert a.claim.version == 0 and a.sums.n == 400  # the aggregate plus its one delta
+    assert len(a.batch_ids) == 1
     assert claim(factory) is None  # both leased
 
 
@@ -98,13 +99,16 @@ def test_batch_during_computation_keeps_the_window_dirty(
 
     assert persist(factory, claimed) is Outcome.STORED_STILL_DIRTY
     (row,) = aggregate_rows(factory, model.id)
-    assert row.dirty and row.version == 2 and row.lease_expires_at is None
-    assert row.dirty_since is not None
+    assert row.version == 1 and row.n == 400 and row.lease_expires_at is None  # first folded
+    with factory() as session:
+        stats = queue.queue_stats(session)
+    assert stats.dirty_windows == 1 and stats.oldest_dirty_since is not None  # second waits
     stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
-    assert (stored.aggregate_version, stored.status) == (1, "stale")
+    assert (stored.aggregate_version, stored.status) == (1, "fresh")
 
     again = claim(factory)
-    assert again is not None and again.claim.version == 2 and again.sums.n == 800
+    assert again is not None and again.claim.version == 1 and again.sums.n == 800
+    assert len(again.batch_ids) == 1
     assert persist(factory, again) is Outcome.STORED
     stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
     assert (stored.aggregate_version, stored.status) == (2, "fresh")
@@ -123,14 +127,15 @@ def test_stale_worker_is_fenced_out_after_its_lease_expired(
     post_batch(factory, model, settings, at=start, rng=rng)
     fast = claim(factory)
     assert fast is not None and fast.claim.attempt == slow.claim.attempt + 1
-    assert fast.claim.version == 2
+    assert fast.claim.version == 0 and len(fast.batch_ids) == 2 and fast.sums.n == 800
 
     assert persist(factory, fast) is Outcome.STORED
-    assert persist(factory, slow) is Outcome.FENCED_OUT  # would have written version 1
+    assert persist(factory, slow) is Outcome.FENCED_OUT  # would have folded its delta again
     stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
-    assert stored.aggregate_version == 2
+    assert stored.aggregate_version == 1
     (row,) = aggregate_rows(factory, model.id)
-    assert not row.dirty
+    assert not row.dirty and row.n == 800 and row.batches == 2  # each delta folded once
+    assert claim(factory) is None
 
 
 def test_release_makes_the_window_claimable_at_once(

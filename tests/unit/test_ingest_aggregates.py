@@ -1,20 +1,25 @@
-"""Adding batches to a window aggregate: exact sums, order independence, version, dirty."""
+"""Batch deltas folded into a window aggregate: exact sums, any order and grouping, bit for bit."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import uuid
+from datetime import UTC, datetime
 from itertools import permutations
+from types import SimpleNamespace
 
 import numpy as np
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.config import Settings
-from app.db.models import WindowAggregate
 from app.metrics.binning import default_bin_edges
+from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
-from app.services.aggregates import apply_batch, confusion_counts, histograms, probability_sums
 from app.services.batch_parsing import ParsedBatch, parse_batch
+from app.services.deltas import Delta, ExactSums, Folded, aggregate_columns, exact_of, fold
 from app.services.model_config import ModelConfig
+from app.services.window_sums import WindowSums
 
 NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
 MODEL = ModelConfig(
@@ -32,26 +37,20 @@ MODEL = ModelConfig(
 SETTINGS = Settings(_env_file=None)  # type: ignore[call-arg]
 
 
-def _empty() -> WindowAggregate:
-    return WindowAggregate(
-        model_id=1,
-        segment="*",
-        window_start=NOW,
-        n=0,
-        positives=0,
-        confusion=[{"threshold": t, "tp": 0, "fp": 0, "fn": 0, "tn": 0} for t in MODEL.thresholds],
-        version=0,
-        dirty=False,
-        created_at=NOW,
-        updated_at=NOW,
-    )
+EMPTY = WindowSums(
+    n=0,
+    positives=0,
+    hist_positives=None,
+    hist_negatives=None,
+    confusion=(ConfusionCounts(0, 0, 0, 0),) * len(MODEL.thresholds),
+    sums=None,
+)
 
 
-def _batches() -> list[ParsedBatch]:
-    rng = np.random.default_rng(3)
+def _documents(rng: np.random.Generator, sizes: tuple[int, ...] = (40, 25)) -> list[bytes]:
     ts = NOW.isoformat()
     docs = []
-    for n in (40, 25):
+    for n in sizes:
         y = rng.random(n) < 0.4
         docs.append(
             {"timestamp": ts, "scores": rng.random(n).tolist(), "labels": y.astype(int).tolist()}
@@ -60,64 +59,104 @@ def _batches() -> list[ParsedBatch]:
     neg = rng.integers(0, 5, MODEL.n_bins).tolist()
     docs.append({"timestamp": ts, "histogram": {"positives": pos, "negatives": neg}})
     docs.append({"timestamp": ts, "confusion_matrix": {"tp": 2, "fp": 3, "fn": 4, "tn": 5}})
-    return [parse_batch(orjson.dumps(d), MODEL, SETTINGS, NOW) for d in docs]
+    return [orjson.dumps(d) for d in docs]
 
 
-def _state(a: WindowAggregate) -> tuple[object, ...]:
-    h = histograms(a)
-    assert h is not None
-    sums = probability_sums(a)
-    assert sums is not None
-    return (
-        a.n,
-        a.positives,
-        h[0].tolist(),
-        h[1].tolist(),
-        a.confusion,
-        a.version,
-        sums.positives,
-        sums.negatives,
-        round(sums.brier_sum, 9),
-        round(sums.log_loss_sum, 9),
-    )
+def _batches(seed: int = 3, sizes: tuple[int, ...] = (40, 25)) -> list[ParsedBatch]:
+    rng = np.random.default_rng(seed)
+    return [parse_batch(doc, MODEL, SETTINGS, NOW) for doc in _documents(rng, sizes)]
 
 
-def test_any_order_gives_the_same_sums() -> None:
-    batches = _batches()
-    states = set()
-    for order in permutations(range(len(batches))):
-        agg = _empty()
-        for i in order:
-            apply_batch(agg, batches[i], NOW)
-        states.add(repr(_state(agg)))
-    assert len(states) == 1
+def _stored(delta: Delta) -> Delta:
+    """The delta after a round trip through its row's column values."""
+    return Delta.from_row(SimpleNamespace(**delta.to_row(1, "*", NOW, NOW)))  # type: ignore[arg-type]
+
+
+def _deltas(batches: list[ParsedBatch]) -> list[Delta]:
+    return [_stored(Delta.from_batch(uuid.UUID(int=i + 1), b)) for i, b in enumerate(batches)]
+
+
+def _fold_in_groups(deltas: list[Delta], groups: list[list[int]]) -> Folded:
+    """Fold ``deltas`` as successive claims would: group by group, through the stored row."""
+    sums, exact, batches = EMPTY, None, 0
+    for group in groups:
+        folded = fold(sums, exact, [deltas[i] for i in group], MODEL.n_bins)
+        columns = aggregate_columns(folded, MODEL.thresholds)
+        row = SimpleNamespace(**columns)  # what the worker stores, read back
+        sums = WindowSums.from_row(row)  # type: ignore[arg-type]
+        exact = exact_of(sums, columns["exact_sums"])
+        batches += folded.batches
+    return Folded(sums, exact, batches)
+
+
+def _bits(folded: Folded) -> bytes:
+    """Every stored bit of the folded aggregate (floats by their bytes)."""
+    return folded.sums.digest() + repr(folded.exact).encode() + str(folded.batches).encode()
+
+
+def test_sparse_delta_round_trips_and_is_compact() -> None:
+    batch = _batches()[0]
+    delta = _stored(Delta.from_batch(uuid.UUID(int=7), batch))
+    assert delta.bins is not None and delta.bin_positives is not None
+    assert delta.bins.size <= batch.n < MODEL.n_bins  # only the non-empty bins
+    dense = np.zeros(MODEL.n_bins, dtype=np.int64)
+    dense[delta.bins] = delta.bin_positives
+    np.testing.assert_array_equal(dense, batch.hist_positives)  # type: ignore[arg-type]
+    assert delta.confusion == batch.confusion and delta.sums == batch.sums
+    cm = _stored(Delta.from_batch(uuid.UUID(int=8), _batches()[3]))
+    assert cm.bins is None and cm.sums is None
+    assert cm.confusion[0] == ConfusionCounts(2, 3, 4, 5) and cm.confusion[1] is None
 
 
 def test_sums_are_the_batch_totals() -> None:
     batches = _batches()
-    agg = _empty()
-    for step, b in enumerate(batches, start=1):
-        apply_batch(agg, b, NOW + timedelta(seconds=step))
+    folded = _fold_in_groups(_deltas(batches), [[0, 1, 2, 3]])
+    agg = folded.sums
+    assert folded.batches == 4
     assert agg.n == sum(b.n for b in batches) and agg.positives == sum(b.positives for b in batches)
-    assert agg.version == 4 and agg.dirty
-    assert agg.dirty_since == NOW + timedelta(seconds=1)  # the first unprocessed change
-    assert agg.updated_at == NOW + timedelta(seconds=4)
-    pos, neg = histograms(agg) or (None, None)
     hist_batches = [b for b in batches if b.hist_positives is not None]
-    np.testing.assert_array_equal(pos, sum(b.hist_positives for b in hist_batches))  # type: ignore[misc]
-    np.testing.assert_array_equal(neg, sum(b.hist_negatives for b in hist_batches))  # type: ignore[misc]
-    primary, second = confusion_counts(agg, 0), confusion_counts(agg, 1)
+    np.testing.assert_array_equal(agg.hist_positives, sum(b.hist_positives for b in hist_batches))  # type: ignore[misc]
+    np.testing.assert_array_equal(agg.hist_negatives, sum(b.hist_negatives for b in hist_batches))  # type: ignore[misc]
+    primary, second = agg.confusion
     assert primary.n == agg.n  # every row, confusion-matrix batch included
     assert second.n == sum(b.n for b in hist_batches)  # histogram rows only
     expected = batches[0].sums + batches[1].sums  # type: ignore[operator]
-    sums = probability_sums(agg)
-    assert isinstance(sums, ProbabilitySums)
-    assert (sums.positives, sums.negatives) == (expected.positives, expected.negatives)
-    assert np.isclose(sums.brier_sum, expected.brier_sum, rtol=1e-12)
+    assert isinstance(agg.sums, ProbabilitySums)
+    assert (agg.sums.positives, agg.sums.negatives) == (expected.positives, expected.negatives)
+    assert np.isclose(agg.sums.brier_sum, expected.brier_sum, rtol=1e-15)
 
 
 def test_label_only_windows_have_no_histograms_or_sums() -> None:
-    agg = _empty()
-    apply_batch(agg, _batches()[3], NOW)
-    assert histograms(agg) is None and probability_sums(agg) is None
-    assert confusion_counts(agg, 0).tp == 2 and confusion_counts(agg, 1).n == 0
+    folded = _fold_in_groups(_deltas(_batches()[3:]), [[0]])
+    assert folded.sums.hist_positives is None and folded.sums.sums is None and folded.exact is None
+    assert folded.sums.confusion[0].tp == 2 and folded.sums.confusion[1].n == 0
+
+
+def test_any_order_gives_the_same_bits() -> None:
+    deltas = _deltas(_batches())
+    states = {_bits(_fold_in_groups(deltas, [list(order)])) for order in permutations(range(4))}
+    assert len(states) == 1
+
+
+def test_legacy_float_sums_fold_exactly() -> None:
+    """An aggregate written before deltas (floats, no exact form) keeps its floats."""
+    legacy = ProbabilitySums(3.0, 4.0, 0.1, 1e-30 + 0.7, 2.2, 1.3)
+    exact = exact_of(WindowSums(7, 3, None, None, EMPTY.confusion, legacy), None)
+    assert exact is not None and exact.to_probability_sums() == legacy
+    assert ExactSums.from_document(exact.to_document()) == exact
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    data=st.data(),
+)
+def test_any_order_and_grouping_folds_bit_for_bit(seed: int, data: st.DataObject) -> None:
+    """Every permutation and split into successive folds gives one aggregate, bit for bit."""
+    deltas = _deltas(_batches(seed, sizes=(17, 1, 33, 60)))
+    reference = _bits(_fold_in_groups(deltas, [list(range(len(deltas)))]))
+    order = data.draw(st.permutations(range(len(deltas))))
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(deltas) - 1))))
+    bounds = [0, *cuts, len(deltas)]
+    groups = [list(order[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    assert _bits(_fold_in_groups(deltas, groups)) == reference
