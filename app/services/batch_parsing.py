@@ -18,9 +18,8 @@ here touches the database.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -36,6 +35,7 @@ from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
 from app.services.errors import MalformedBody
 from app.services.model_config import ModelConfig
+from app.services.timestamps import EXAMPLE, parse_instant, shown
 from app.services.windowing import window_start
 
 BATCH_FIELDS = frozenset(
@@ -136,27 +136,16 @@ def parse_timestamp(value: Any, *, now: datetime, settings: Settings) -> datetim
     """The event time, within the accepted backfill/skew range.
 
     An ISO 8601 string (a time without an offset is taken as UTC) or a number
-    of seconds since the Unix epoch.
+    of seconds since the Unix epoch, read by :func:`app.services.timestamps.
+    parse_instant` like every date of the API.
     """
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise InvalidInput("timestamp", "must be a finite number of seconds since the epoch")
-        try:
-            ts = datetime.fromtimestamp(value, tz=UTC)
-        except (OverflowError, OSError, ValueError):
-            raise InvalidInput("timestamp", f"{value!r} is out of range") from None
-    elif isinstance(value, str):
-        try:
-            ts = datetime.fromisoformat(value)
-        except ValueError:
-            raise InvalidInput("timestamp", f"{value!r} is not an ISO 8601 date-time") from None
-        if ts.tzinfo is None or ts.utcoffset() is None:
-            ts = ts.replace(tzinfo=UTC)
-    else:
+    if value is None:
         raise InvalidInput(
             "timestamp",
-            "is required: an ISO 8601 string, e.g. 2026-11-26T10:00:00Z, or epoch seconds",
+            f"is required: an ISO 8601 string, e.g. {shown(EXAMPLE, in_query=False)}, "
+            "or epoch seconds",
         )
+    ts = parse_instant(value, "timestamp")
     if ts > now + settings.future_skew:
         raise InvalidInput(
             "timestamp",

@@ -52,6 +52,7 @@ from app.metrics.probability import ProbabilitySums
 from app.metrics.uncertainty import bootstrap_intervals, credible_intervals, ops_interval
 from app.services import aggregates
 from app.services.model_config import ModelConfig
+from app.services.timestamps import parse_instant
 from app.services.windowing import window_length
 from app.services.windowing import window_start as window_start_of
 
@@ -289,9 +290,7 @@ def reference_period(
 
 
 def _parse_time(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return parse_instant(value, "drift.reference")
 
 
 # --- the output ----------------------------------------------------------
