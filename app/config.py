@@ -28,7 +28,8 @@ def settings_config(env_prefix: str) -> SettingsConfigDict:
 
     From the environment variables named ``env_prefix`` + the field name (any
     case), or a ``.env`` file in the working directory; unknown variables are
-    ignored and the object is frozen once built.
+    ignored, the object is frozen once built, and validation errors never
+    show the refused value (it may be a secret).
     """
     return SettingsConfigDict(
         env_prefix=env_prefix,
@@ -36,6 +37,7 @@ def settings_config(env_prefix: str) -> SettingsConfigDict:
         env_file_encoding="utf-8",
         extra="ignore",
         frozen=True,
+        hide_input_in_errors=True,  # a refused value may be a secret: never echo it
     )
 
 
@@ -99,11 +101,7 @@ class Settings(BaseSettings):
         token = value.get_secret_value()
         if token == "":
             return None  # PRIORWATCH_ADMIN_TOKEN= (empty) means "not set"
-        if token.strip().lower() in PLACEHOLDER_SECRETS:
-            raise ValueError("is a placeholder; set a random secret")
-        if len(token) < MIN_ADMIN_TOKEN_LENGTH:
-            raise ValueError(f"must have at least {MIN_ADMIN_TOKEN_LENGTH} characters")
-        return value
+        return check_token_strength(value)
 
     @property
     def is_sqlite(self) -> bool:
@@ -117,6 +115,22 @@ class Settings(BaseSettings):
     @property
     def future_skew(self) -> timedelta:
         return timedelta(seconds=self.future_skew_seconds)
+
+
+def check_token_strength(value: SecretStr) -> SecretStr:
+    """``value`` if it can serve as a bearer secret, else ValueError (never quoting it).
+
+    Refused: known placeholders, fewer than :data:`MIN_ADMIN_TOKEN_LENGTH`
+    characters, whitespace only, or one character repeated.
+    """
+    token = value.get_secret_value()
+    if token.strip().lower() in PLACEHOLDER_SECRETS:
+        raise ValueError("is a known placeholder; set a random value")
+    if len(token) < MIN_ADMIN_TOKEN_LENGTH:
+        raise ValueError(f"must have at least {MIN_ADMIN_TOKEN_LENGTH} characters")
+    if len(set(token.strip())) <= 1:
+        raise ValueError("is whitespace or one repeated character; set a random value")
+    return value
 
 
 @lru_cache(maxsize=1)

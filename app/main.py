@@ -6,13 +6,14 @@ embedded worker are created by :func:`create_app` and its lifespan.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from app.api.body_limit import BodySizeLimitMiddleware
-from app.api.errors import register_exception_handlers
+from app.api.errors import ADMIN_DISABLED, register_exception_handlers
 from app.api.openapi import register_documented_schemas
 from app.api.routes import ROUTERS
 from app.config import Settings, get_settings
@@ -20,6 +21,8 @@ from app.db.session import make_engine, make_session_factory
 from app.exporter.registry import install_exporter
 
 API_VERSION = "1"
+
+logger = logging.getLogger("priorwatch.api")
 
 StopFunction = Callable[[], None]
 
@@ -48,6 +51,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.admin_token is None:
+            logger.warning(ADMIN_DISABLED)
         stop_worker = start_embedded_worker(app, settings)
         try:
             yield

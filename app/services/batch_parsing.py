@@ -7,8 +7,10 @@ Two parsers, one meaning:
   buffers in C, with no Python object per element (bench/bench_ingest.py);
 - general path: orjson, then one numpy conversion per array. It handles
   everything the fast path declines (nested or non-numeric arrays, labels
-  written as 1.0 or true, histograms, malformed JSON), so the fast path only
-  ever takes documents whose meaning is unambiguous.
+  written as 1.0 or true, histograms, malformed JSON, repeated keys), so the
+  fast path only ever takes documents whose meaning is unambiguous. A key
+  repeated in any object is refused on this path (app/services/json_keys.py),
+  so both parsers give the same answer.
 
 Validation of scores and labels is :func:`app.metrics._validation.
 check_scores_labels` (one place decides). Every error is
@@ -34,6 +36,7 @@ from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
 from app.services.errors import MalformedBody
+from app.services.json_keys import check_unique_keys, duplicated_key
 from app.services.model_config import ModelConfig
 from app.services.timestamps import EXAMPLE, parse_instant, shown
 from app.services.windowing import window_start
@@ -89,7 +92,8 @@ def _fast_scores_document(body: bytes) -> dict[str, Any] | None:
     Taken only when the body is a JSON object whose only arrays are flat
     ``scores`` (numbers) and ``labels`` (integers) and whose other values are
     scalars: exactly two ``[`` in the body (a ``[`` inside a string also
-    declines), which rules out nested arrays that simdjson would flatten.
+    declines), which rules out nested arrays that simdjson would flatten; and
+    whose keys are all distinct (duplicates are refused by the general path).
     """
     if b'"scores"' not in body or b'"labels"' not in body or not _has_exactly_two(body, b"["):
         return None
@@ -98,8 +102,11 @@ def _fast_scores_document(body: bytes) -> dict[str, Any] | None:
         doc = simdjson.Parser().parse(body)
         if not isinstance(doc, simdjson.Object):
             return None
+        keys = list(doc.keys())  # every key as written, duplicates included
+        if duplicated_key(keys) is not None:
+            return None  # the general path refuses it (app/services/json_keys.py)
         out: dict[str, Any] = {}
-        for key in doc.keys():  # noqa: SIM118 (items() would unbox the arrays into lists)
+        for key in keys:  # items() would unbox the arrays into lists
             value = doc[key]
             nested = isinstance(value, simdjson.Object | simdjson.Array)
             if nested and key not in ("scores", "labels"):
@@ -122,13 +129,17 @@ def load_document(body: bytes) -> dict[str, Any]:
 
 
 def load_json_object(body: bytes) -> dict[str, Any]:
-    """Parse ``body`` as a JSON object (:class:`MalformedBody` otherwise)."""
+    """Parse ``body`` as a JSON object (:class:`MalformedBody` otherwise).
+
+    A key repeated in any object is :class:`~app.services.json_keys.DuplicateKey`.
+    """
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise MalformedBody(f"the body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise MalformedBody("the body must be a JSON object")
+    check_unique_keys(body)
     return doc
 
 
