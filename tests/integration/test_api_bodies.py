@@ -83,7 +83,7 @@ NOW = datetime.now(UTC).isoformat()
     ("body", "field"),
     [
         (
-            f'{{"timestamp": "{NOW}", "timestamp": "{NOW}", "scores": [0.1], "labels": [1]}}'.encode(),
+            f'{{"timestamp": "{NOW}", "timestamp": "{NOW}", "labels": [1]}}'.encode(),
             "timestamp",
         ),
         (b'{"histogram": {"positives": [1], "positives": [2], "negatives": [0]}}', "histogram"),
