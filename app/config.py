@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 PLACEHOLDER_SECRETS = frozenset(
     {"changeme", "change-me", "change_me", "secret", "admin", "password", "token", "test"}
 )
-#: Shortest admin token accepted (characters).
+#: Shortest admin or metrics token accepted (characters).
 MIN_ADMIN_TOKEN_LENGTH = 16
 
 
@@ -54,12 +54,30 @@ class Settings(BaseSettings):
         default=None,
         description="bearer token with admin scope; admin calls are refused while unset",
     )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="when set, GET /metrics requires it as a bearer token (Prometheus)",
+    )
+    docs_enabled: bool = Field(
+        default=True,
+        description="serve the API documentation (/docs and /openapi.json)",
+    )
 
     # --- request limits -------------------------------------------------
     max_body_bytes: int = Field(
         default=64 * 1024 * 1024,
         gt=0,
         description="largest accepted request body in bytes (413 above it)",
+    )
+    evaluate_max_body_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        gt=0,
+        description="largest accepted /v1/evaluate body in bytes (unauthenticated; 413 above it)",
+    )
+    evaluate_max_concurrency: int = Field(
+        default=2,
+        gt=0,
+        description="/v1/evaluate calls computed at once; more get 429 with Retry-After",
     )
     max_batch_rows: int = Field(
         default=1_000_000,
@@ -93,14 +111,14 @@ class Settings(BaseSettings):
         description="on SQLite, `priorwatch serve` also runs the worker in-process",
     )
 
-    @field_validator("admin_token")
+    @field_validator("admin_token", "metrics_token")
     @classmethod
     def _refuse_placeholder_token(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None:
             return None
         token = value.get_secret_value()
         if token == "":
-            return None  # PRIORWATCH_ADMIN_TOKEN= (empty) means "not set"
+            return None  # PRIORWATCH_ADMIN_TOKEN= (empty) means "not set"; same for metrics
         return check_token_strength(value)
 
     @property

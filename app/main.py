@@ -13,6 +13,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app.api.body_limit import BodySizeLimitMiddleware
+from app.api.concurrency import ConcurrencyCap
+from app.api.docs import OPENAPI_URL, install_docs
 from app.api.errors import ADMIN_DISABLED, register_exception_handlers
 from app.api.openapi import register_documented_schemas
 from app.api.routes import ROUTERS
@@ -67,16 +69,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Prior-invariant performance monitoring for binary classifiers. "
         "Errors are application/problem+json (RFC 9457); see docs/api.md.",
         lifespan=lifespan,
+        docs_url=None,  # self-hosted by install_docs (no CDN)
+        redoc_url=None,
+        openapi_url=OPENAPI_URL if settings.docs_enabled else None,
     )
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
-    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.state.evaluate_cap = ConcurrencyCap(settings.evaluate_max_concurrency, "evaluations")
+    app.add_middleware(
+        BodySizeLimitMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        route_limits={"/v1/evaluate": settings.evaluate_max_body_bytes},
+    )
     install_exporter(app)  # GET /metrics registry; rejection counter (outermost middleware)
     register_exception_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
     register_documented_schemas(app)
+    install_docs(app, enabled=settings.docs_enabled)
     return app
 
 
