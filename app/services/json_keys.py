@@ -46,13 +46,15 @@ def check_unique_keys(body: bytes) -> None:
     """
     try:
         doc = simdjson.Parser().parse(body)
-    except (ValueError, RuntimeError):  # valid for the caller's parser only: the slow way
+        counted = [0]
+        found = _walk(doc, "", counted, into_arrays=False)
+        if found is None and body.count(b"{") > counted[0]:
+            found = _walk(doc, "", [0], into_arrays=True)
+    except (ValueError, RuntimeError, KeyError):
+        # valid JSON that simdjson refuses (an integer beyond 64 bits) or cannot look
+        # up (a key holding U+0000): the standard library decides, more slowly
         json.loads(body, object_pairs_hook=_refuse_duplicates)
         return
-    counted = [0]
-    found = _walk(doc, "", counted, into_arrays=False)
-    if found is None and body.count(b"{") > counted[0]:
-        found = _walk(doc, "", [0], into_arrays=True)
     if found is not None:
         raise DuplicateKey(found)
 

@@ -18,6 +18,7 @@ from app.services.json_keys import DuplicateKey, check_unique_keys
         (b'{"s": "{ {", "a": 1, "a": 2}', "a"),
         # beyond 64 bits: simdjson declines, the standard library checks instead
         (b'{"a": 18446744073709551616, "a": 1}', "a"),
+        (b'{"\\u0000": {"b": 1}, "c": 1, "c": 2}', "c"),  # simdjson cannot look "\0" up
     ],
 )
 def test_duplicates_are_named_by_path(body: bytes, path: str) -> None:
@@ -35,6 +36,7 @@ def test_duplicates_are_named_by_path(body: bytes, path: str) -> None:
         b"[]",
         b'{"labels": [true, false], "scores": [0.1, 0.2]}',
         b'{"a": 18446744073709551616, "b": {"a": 1}}',
+        b'{"\\u0000": {"b": 1}}',
     ],
 )
 def test_distinct_keys_pass(body: bytes) -> None:
