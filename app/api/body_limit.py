@@ -87,6 +87,8 @@ class BodySizeLimitMiddleware:
         encoding = headers.get("content-encoding", "").strip().lower()
         declared = headers.get("content-length")
         error: ProblemError | None = None
+        if encoding == "x-gzip":  # the old name, equivalent (RFC 9110)
+            encoding = "gzip"
         if encoding not in ("", "identity", "gzip"):
             error = unsupported_encoding(headers["content-encoding"])
         elif declared is not None and declared.isdigit() and int(declared) > limit:

@@ -139,6 +139,12 @@ def test_gzip_body_is_decoded(setup: tuple[Any, dict[str, str]]) -> None:
         "/v1/evaluate", content=plain, headers={**headers, "Content-Encoding": "identity"}
     )
     assert identity.status_code == 200 and identity.json() == r.json()
+    old_name = api.client.post(
+        "/v1/evaluate",
+        content=gzip.compress(plain),
+        headers={**headers, "Content-Encoding": "x-gzip"},
+    )
+    assert old_name.status_code == 200 and old_name.json() == r.json()
 
 
 def test_gzip_limit_applies_to_decoded_bytes(setup: tuple[Any, dict[str, str]]) -> None:
