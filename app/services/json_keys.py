@@ -19,7 +19,7 @@ from typing import Any
 
 import simdjson
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 
 
 class DuplicateKey(InvalidInput):

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from pydantic import BeforeValidator
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.services.windowing import isoformat_z
 
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.services.timestamps import EARLIEST, LATEST, parse_instant
 
 
