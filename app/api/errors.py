@@ -204,7 +204,7 @@ def _cause(exc: BaseException) -> str:
     cause = exc.__cause__
     if isinstance(cause, UnicodeDecodeError):
         return f"invalid UTF-8 at byte {cause.start}"
-    return str(cause) if cause is not None else "it could not be decoded"
+    return "it could not be decoded"
 
 
 async def _unhandled(request: Request, exc: Exception) -> Response:

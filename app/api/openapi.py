@@ -6,9 +6,8 @@ raw body with a pydantic model (documentation only) and examples, and
 
 Every error response is ``application/problem+json`` (:class:`Problem`);
 :func:`declare_problems` states, per operation, the error statuses it can
-answer (FastAPI would document a JSON ``HTTPValidationError`` for 422, which
-the service never sends). tests/integration/test_api_fuzz.py holds every
-response to this document.
+answer. tests/integration/test_api_fuzz.py holds every response to this
+document.
 """
 
 from __future__ import annotations
@@ -62,8 +61,6 @@ def register_documented_schemas(app: FastAPI) -> None:
             components.update(definition.pop("$defs", {}))
             components[model.__name__] = definition
         declare_problems(schema)
-        for unused in ("HTTPValidationError", "ValidationError"):
-            components.pop(unused, None)
         app.openapi_schema = schema
         return schema
 
@@ -97,5 +94,3 @@ def declare_problems(schema: dict[str, Any]) -> None:
             for code, response in responses.items():
                 if code.isdigit() and int(code) >= 400:
                     response["content"] = problem
-                    if response.get("description") == "Validation Error":
-                        response["description"] = "Invalid input (fields named in errors)"
