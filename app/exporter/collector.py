@@ -40,7 +40,7 @@ from typing import Any
 import orjson
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import Select, Text, and_, cast, func, select, tuple_
+from sqlalchemy import Float, Select, Text, and_, cast, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMetrics
@@ -132,7 +132,8 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
         select(
             Batch.model_id.label("model_id"),
             func.count().label("batches"),
-            func.sum(Batch.n).label("rows"),
+            # a float sum: an integer SUM raises on SQLite past 2^63 (legacy totals)
+            func.sum(cast(Batch.n, Float)).label("rows"),
         )
         .group_by(Batch.model_id)
         .subquery()

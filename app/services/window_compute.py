@@ -51,6 +51,7 @@ from app.metrics.ops_scoring import oprc_curve
 from app.metrics.probability import ProbabilitySums
 from app.metrics.uncertainty import bootstrap_intervals, credible_intervals, ops_interval
 from app.services import aggregates
+from app.services.count_limits import check_merged_total
 from app.services.model_config import ModelConfig
 from app.services.windowing import window_length
 from app.services.windowing import window_start as window_start_of
@@ -172,6 +173,7 @@ class WindowSums:
             if other.sums is None
             else self.sums + other.sums
         )
+        check_merged_total(self.n + other.n)
         return WindowSums(
             n=self.n + other.n,
             positives=self.positives + other.positives,
