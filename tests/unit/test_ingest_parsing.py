@@ -250,7 +250,7 @@ def test_count_ceilings_leave_headroom() -> None:
     assert MAX_WINDOW_COUNT == 2**53 and float(MAX_WINDOW_COUNT) + 1 == float(MAX_WINDOW_COUNT)
     # four million unfolded batches of the largest size past a full window still fit int64
     assert MAX_WINDOW_COUNT + 2**22 * MAX_BATCH_COUNT <= INT64_MAX
-    assert MAX_MODEL_COUNT + 2**22 * MAX_BATCH_COUNT <= INT64_MAX
+    assert MAX_MODEL_COUNT + 2**21 * MAX_BATCH_COUNT <= INT64_MAX
 
 
 @pytest.mark.parametrize("body", [b"", b"{", b"[1, 2]", b'"x"', b"null", b"{'a': 1}"])
