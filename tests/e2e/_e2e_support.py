@@ -147,7 +147,7 @@ class Processes:
     started: list[Process] = field(default_factory=list)
 
     def run(self, name: str, args: list[str], env: Mapping[str, str], status: int = 0) -> str:
-        """Run a command to completion (bounded); fail with its output unless it exits ``status``."""
+        """Run a command to completion (bounded); fail unless it exits ``status``."""
         done = subprocess.run(
             priorwatch_command(*args),
             env=dict(env),
