@@ -28,7 +28,7 @@ def _prepare_schema(migrate: bool) -> None:
     from app.db.migrate import SchemaNotReady, prepare_schema
 
     try:
-        typer.echo(prepare_schema(get_settings().database_url, migrate=migrate), err=True)
+        typer.echo(prepare_schema(get_settings(), migrate=migrate), err=True)
     except SchemaNotReady as exc:
         typer.echo(f"priorwatch: not starting: {exc}", err=True)
         raise typer.Exit(3) from None

@@ -10,12 +10,14 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, create_engine
+from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 import app
+from app.config import Settings
 from app.db.availability import describe_outage
+from app.db.session import make_engine
 
 MIGRATIONS_DIR = Path(app.__file__).resolve().parent.parent / "migrations"
 """The Alembic script directory: the ``migrations`` package next to ``app`` (in the
@@ -51,7 +53,7 @@ class SchemaNotReady(Exception):
     """The database is not at the migrations' head and may not be migrated now."""
 
 
-def prepare_schema(database_url: str, *, migrate: bool) -> str:
+def prepare_schema(settings: Settings, *, migrate: bool) -> str:
     """Check the schema before a process starts; migrate it where allowed.
 
     The embedded SQLite database is always brought to head (``priorwatch
@@ -60,6 +62,13 @@ def prepare_schema(database_url: str, *, migrate: bool) -> str:
     otherwise a database behind the code is refused, with what to run. A
     database that cannot be reached is left for later (the process starts;
     ``/readyz`` answers 503 until it can be reached and is at head).
+
+    Parameters
+    ----------
+    settings : Settings
+        The database URL and the connection timeouts of the check.
+    migrate : bool
+        Whether a PostgreSQL database behind the code may be migrated.
 
     Returns
     -------
@@ -71,8 +80,9 @@ def prepare_schema(database_url: str, *, migrate: bool) -> str:
     SchemaNotReady
         PostgreSQL, not at head, and ``migrate`` is false.
     """
+    database_url = settings.database_url
     shown = make_url(database_url).render_as_string(hide_password=True)
-    engine = create_engine(database_url, connect_args=_probe_args(database_url))
+    engine = make_engine(database_url, settings)
     try:
         with engine.connect() as connection:
             current = current_revisions(connection)
@@ -91,8 +101,3 @@ def prepare_schema(database_url: str, *, migrate: bool) -> str:
         f"the database {shown} is {state}; this version needs {', '.join(sorted(heads))}. "
         "Run `priorwatch migrate` first, or start with --migrate."
     )
-
-
-def _probe_args(database_url: str) -> dict[str, int]:
-    """A short connect timeout for the start-up check (PostgreSQL)."""
-    return {} if database_url.startswith("sqlite") else {"connect_timeout": 5}

@@ -11,8 +11,12 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from app.cli import cli
-from app.config import get_settings
+from app.config import Settings, get_settings
 from app.db.migrate import SchemaNotReady, current_revisions, head_revisions, prepare_schema
+
+
+def _settings(url: str) -> Settings:
+    return Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
 
 
 def _revisions(url: str) -> frozenset[str]:
@@ -26,9 +30,9 @@ def _revisions(url: str) -> frozenset[str]:
 
 def test_a_fresh_sqlite_file_is_migrated_at_start(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'new.db'}"
-    assert "migrated to head (was at nothing)" in prepare_schema(url, migrate=False)
+    assert "migrated to head (was at nothing)" in prepare_schema(_settings(url), migrate=False)
     assert _revisions(url) == head_revisions()
-    assert prepare_schema(url, migrate=False).endswith("at head")
+    assert prepare_schema(_settings(url), migrate=False).endswith("at head")
 
 
 @pytest.mark.postgres
@@ -36,18 +40,18 @@ def test_a_never_migrated_postgres_is_refused_or_migrated_on_request(
     empty_postgres_url: str,
 ) -> None:
     with pytest.raises(SchemaNotReady) as info:
-        prepare_schema(empty_postgres_url, migrate=False)
+        prepare_schema(_settings(empty_postgres_url), migrate=False)
     message = str(info.value)
     assert "never migrated" in message and "priorwatch migrate" in message
     assert "--migrate" in message
     assert _revisions(empty_postgres_url) == frozenset()  # nothing was done
-    assert "migrated to head" in prepare_schema(empty_postgres_url, migrate=True)
+    assert "migrated to head" in prepare_schema(_settings(empty_postgres_url), migrate=True)
     assert _revisions(empty_postgres_url) == head_revisions()
 
 
 def test_an_unreachable_database_is_left_for_later() -> None:
     url = "postgresql+psycopg://postgres:s3cret@127.0.0.1:1/priorwatch"
-    message = prepare_schema(url, migrate=False)
+    message = prepare_schema(_settings(url), migrate=False)
     assert "unreachable at start" in message
     assert "s3cret" not in message
 
