@@ -136,3 +136,24 @@ def test_client_errors_and_outages_keep_the_connection(
     before = _peer(down)
     assert down.get("/v1/models", headers=admin_headers).status_code == 503
     assert _peer(down) == before
+
+
+def test_a_body_refused_while_it_streams_says_the_connection_closes_or_keeps_it(
+    serve: Callable[..., httpx.Client], sqlite_url: str, admin_headers: dict[str, str]
+) -> None:
+    client = serve(sqlite_url, max_body_bytes=1000)
+    before = _peer(client)
+
+    def chunks() -> Iterator[bytes]:
+        for _ in range(20):
+            yield b" " * 100
+
+    r = client.post(
+        "/v1/models",
+        content=chunks(),
+        headers={**admin_headers, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 413
+    closing = r.headers.get("connection", "").lower() == "close"
+    after = _peer(client)
+    assert closing or after == before, (closing, before, after)

@@ -443,3 +443,22 @@ def test_auc_interval_from_coarse_bins_has_nominal_coverage() -> None:
         assert low is not None and high is not None
         covered += low <= truth <= high
     assert covered >= 51, covered
+
+
+def test_merging_windows_past_int64_is_refused_not_wrapped() -> None:
+    """Two windows of 2^62 examples each: their histograms' int64 sums would wrap around."""
+    from app.services.count_limits import INT64_MAX, CountOverflow
+
+    half = 2**62
+    full = WindowSums(
+        n=half,
+        positives=half,
+        hist_positives=np.array([half, 0], dtype=np.int64),
+        hist_negatives=np.array([0, 0], dtype=np.int64),
+        confusion=(ConfusionCounts(float(half), 0.0, 0.0, 0.0),),
+        sums=None,
+    )
+    fits = WindowSums.merge([full, label_only(ConfusionCounts(0.0, 0.0, 0.0, 2.0**61), 1)])
+    assert fits is not None and fits.n == half + 2**61 <= INT64_MAX
+    with pytest.raises(CountOverflow, match="more than 2\\^63 - 1"):
+        WindowSums.merge([full, full])
