@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from app.db.availability import describe_outage, is_outage
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.services.errors import (
     ApiKeyNotFound,
     IdempotencyKeyReused,

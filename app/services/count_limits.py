@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 
 MAX_BATCH_COUNT = 2**40
 """Most examples in one batch (about 1.1e12)."""
