@@ -47,7 +47,7 @@ from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMet
 from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.text import Series, render_families, sample_lines
-from app.services.sla import BREACHED, MET, Objective, evaluate_objective
+from app.services.sla import SLA_GAUGE, Objective, evaluate_objective
 from app.services.windowing import window_length
 from app.worker.queue import QueueStats, queue_stats
 
@@ -331,10 +331,9 @@ def window_series(model: ModelRow, segment: str, window: LatestWindow) -> Series
     _add_drift(out, labels, window.drift)
     for objective in model.objectives:
         result = evaluate_objective(objective, window.metrics, window.intervals, window.reasons)
-        if result.status in (MET, BREACHED):
-            out[names.SLA_MET].append(
-                ((*labels, objective.label), 1.0 if result.status == MET else 0.0)
-            )
+        gauge = SLA_GAUGE.get(result.status)
+        if gauge is not None:
+            out[names.SLA_MET].append(((*labels, objective.label), gauge))
     return out
 
 

@@ -9,12 +9,20 @@ Prior-invariant metrics (``recall``, ``calibrated_*``, ``ops_*``,
 ``weighted_accuracy``, ...) are read as they are. ``evaluated_as`` in the
 report names the metric actually read.
 
-Per window and objective the status is ``met``, ``breached`` or
-``insufficient_data`` (the metric is undefined or a class has fewer than
-``min_class_count`` examples); windows still waiting for the worker are
-``pending`` and count in no ratio. A window is ``met`` when all its
-objectives are met, ``breached`` when any is breached, else
-``insufficient_data``. The compliance ratio is met / (met + breached).
+Per window and objective the status is decided from the evidence
+(:data:`RULE`): with ``evidence="interval"`` (the default) the objective is
+``breached`` when the metric's 95% credible interval lies entirely on the
+wrong side of the target, ``met`` when it lies entirely on the right side
+(the target itself counts as the right side), and ``inconclusive``
+otherwise; with ``evidence="point"`` (chosen by the client, or forced for a
+metric that has no interval: :func:`has_interval`) the point value alone
+decides between ``met`` and ``breached``. ``insufficient_data``: the metric
+is undefined or a class has fewer than ``min_class_count`` examples; windows
+still waiting for the worker are ``pending``. A window is ``breached`` when
+any objective is breached, ``met`` when all are met, ``inconclusive`` when
+some is inconclusive, else ``insufficient_data``. The compliance ratio is
+met / (met + breached); inconclusive, insufficient and pending windows are
+counted beside it and enter no ratio.
 """
 
 from __future__ import annotations
@@ -28,7 +36,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.metrics.labeling import PRIOR_DEPENDENT
+from app.metrics.evaluate import OPS_METRICS
+from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
 from app.services.model_config import ModelConfig
 from app.services.window_read import (
     FRESH,
@@ -42,15 +51,65 @@ from app.services.window_read import (
 
 MET = "met"
 BREACHED = "breached"
+INCONCLUSIVE = "inconclusive"
 INSUFFICIENT_DATA = "insufficient_data"
 PENDING = "pending"
 NO_OBJECTIVES = "no_objectives"
+
+SLA_GAUGE: Mapping[str, float] = {MET: 1.0, INCONCLUSIVE: 0.5, BREACHED: 0.0}
+"""Value of the ``priorwatch_sla_objective_met`` gauge per status; no sample otherwise."""
 
 CALIBRATED_PREFIX = "calibrated_"
 AT_PI0: Mapping[str, str] = {
     name: CALIBRATED_PREFIX + name for name in (*PRIOR_DEPENDENT, "auc_pr")
 }
 """Prior-dependent metric -> the name of its value at pi0."""
+
+INTERVAL = "interval"
+POINT = "point"
+EVIDENCE = (INTERVAL, POINT)
+"""The objective's ``evidence`` settings; ``interval`` is the default."""
+
+AREAS_WITH_INTERVALS = frozenset(
+    {"auc_roc", "gini", "ks", "calibrated_auc_pr", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift"}
+)
+"""Curve metrics the worker stores a bootstrap interval for (app/services/window_compute.py)."""
+
+RULE = (
+    "Each window is judged on the metric at the reference prior pi0. "
+    "evidence=interval: breached when the whole 95% credible interval lies on the wrong side "
+    "of the target, met when it lies entirely on the right side (the target included), "
+    "inconclusive otherwise or when the window has no interval. evidence=point (the "
+    "client's choice, or a metric without an interval): met or breached from the point "
+    "value alone. insufficient_data: the metric is undefined or a class is too scarce; "
+    "pending: the window waits for the worker. A window is breached when any objective is "
+    "breached, met when all are met, inconclusive when some objective is inconclusive. "
+    "compliance_ratio = met / (met + breached); inconclusive, insufficient_data and pending "
+    "windows are counted beside it and enter no ratio."
+)
+"""The decision rule, stated in every report (``rule``)."""
+
+
+def has_interval(name: str) -> bool:
+    """True when the worker stores a credible or bootstrap interval for metric ``name``.
+
+    Labeling metrics at the primary threshold that do not move with the prior
+    (``recall``, ``balanced_accuracy``, ...), every ``calibrated_<labeling>``,
+    ``ops_<labeling>`` of the OPS metrics, and the curve areas of
+    :data:`AREAS_WITH_INTERVALS`. Metrics at another threshold (``@t=``),
+    ``weighted_accuracy``, probability metrics (``brier``, ``log_loss``) and
+    raw prior-dependent metrics have none.
+    """
+    if "@" in name:
+        return False
+    if name in AREAS_WITH_INTERVALS:
+        return True
+    if name.startswith(CALIBRATED_PREFIX):
+        return name.removeprefix(CALIBRATED_PREFIX) in LABELING_METRICS
+    if name.startswith("ops_"):
+        base = name.removeprefix("ops_")
+        return base in OPS_METRICS and base in LABELING_METRICS
+    return name in LABELING_METRICS and not LABELING_METRICS[name].prior_dependent
 
 CSV_COLUMNS: tuple[str, ...] = (
     "window_start",
@@ -66,6 +125,8 @@ CSV_COLUMNS: tuple[str, ...] = (
     "value",
     "lower",
     "upper",
+    "evidence",
+    "rule",
     "status",
     "reason",
 )
@@ -74,19 +135,65 @@ CSV_COLUMNS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class Objective:
-    """One SLA objective: ``metric op target`` should hold in every window."""
+    """One SLA objective: ``metric op target`` should hold in every window.
+
+    ``requested`` is the client's ``evidence`` setting (``interval`` or
+    ``point``); :attr:`evidence` is what is used.
+    """
 
     metric: str
     op: str
     target: float
+    requested: str = INTERVAL
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> Objective:
-        """From the stored ``{"metric", "op", "target"}`` (model.sla)."""
+        """From the stored ``{"metric", "op", "target", "evidence"?}`` (model.sla)."""
         op = str(doc["op"])
         if op not in (">=", "<="):
             raise ValueError(f"objective op {op!r} is not '>=' or '<='")
-        return cls(str(doc["metric"]), op, float(doc["target"]))
+        evidence = str(doc.get("evidence", INTERVAL))
+        if evidence not in EVIDENCE:
+            raise ValueError(f"objective evidence {evidence!r} is not 'interval' or 'point'")
+        return cls(str(doc["metric"]), op, float(doc["target"]), evidence)
+
+    @property
+    def evidence(self) -> str:
+        """``interval`` or ``point``: point when requested or when the metric has no interval."""
+        return self.requested if has_interval(self.evaluated_as) else POINT
+
+    @property
+    def evidence_reason(self) -> str | None:
+        """Why the point value decides although the interval was requested (else None)."""
+        if self.requested == INTERVAL and self.evidence == POINT:
+            return f"{self.evaluated_as} has no credible interval: the point value decides"
+        return None
+
+    @property
+    def decision_rule(self) -> str:
+        """This objective's rule in one line (the ``rule`` of each CSV row)."""
+        t = repr(float(self.target))
+        if self.evidence == POINT:
+            return f"point: met if value {self.op} {t}, else breached"
+        good, bad = ("lower", "upper") if self.op == ">=" else ("upper", "lower")
+        wrong = "<" if self.op == ">=" else ">"
+        return (
+            f"interval: met if {good} {self.op} {t}; breached if {bad} {wrong} {t}; "
+            "else inconclusive"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The objective in the report's ``objectives`` list."""
+        return {
+            "objective": self.label,
+            "metric": self.metric,
+            "evaluated_as": self.evaluated_as,
+            "op": self.op,
+            "target": self.target,
+            "evidence": self.evidence,
+            "evidence_reason": self.evidence_reason,
+            "rule": self.decision_rule,
+        }
 
     @property
     def label(self) -> str:
@@ -101,6 +208,17 @@ class Objective:
 
     def holds(self, value: float) -> bool:
         return value >= self.target if self.op == ">=" else value <= self.target
+
+    def status(self, value: float, lower: float | None, upper: float | None) -> str:
+        """``met``, ``breached`` or ``inconclusive`` for a value and its interval (:data:`RULE`)."""
+        if self.evidence == POINT:
+            return MET if self.holds(value) else BREACHED
+        if lower is None or upper is None:
+            return INCONCLUSIVE
+        good, bad = (lower, upper) if self.op == ">=" else (upper, lower)
+        if self.holds(good):
+            return MET
+        return INCONCLUSIVE if self.holds(bad) else BREACHED
 
 
 def model_objectives(model: ModelConfig) -> tuple[Objective, ...]:
@@ -130,6 +248,7 @@ class ObjectiveResult:
             "value": self.value,
             "lower": self.lower,
             "upper": self.upper,
+            "evidence": o.evidence,
             "status": self.status,
             "reason": self.reason,
         }
@@ -156,8 +275,9 @@ def evaluate_objective(
     Returns
     -------
     ObjectiveResult
-        ``met`` / ``breached`` from the point value; ``insufficient_data``
-        with the reason when the value is absent or None.
+        ``met`` / ``breached`` / ``inconclusive`` from the evidence
+        (:meth:`Objective.status`); ``insufficient_data`` with the reason
+        when the value is absent or None.
     """
     name = objective.evaluated_as
     value = metrics.get(name)
@@ -169,8 +289,11 @@ def evaluate_objective(
             reason = f"{name} is not computed for this window"
         return ObjectiveResult(objective, None, lower, upper, INSUFFICIENT_DATA, reason)
     value = float(value)
-    status = MET if objective.holds(value) else BREACHED
-    return ObjectiveResult(objective, value, lower, upper, status)
+    status = objective.status(value, lower, upper)
+    reason = None
+    if status == INCONCLUSIVE and (lower is None or upper is None):
+        reason = f"no credible interval of {name} in this window"
+    return ObjectiveResult(objective, value, lower, upper, status, reason)
 
 
 def _window_status(results: Sequence[ObjectiveResult]) -> str:
@@ -183,6 +306,8 @@ def _window_status(results: Sequence[ObjectiveResult]) -> str:
         return BREACHED
     if statuses == {MET}:
         return MET
+    if INCONCLUSIVE in statuses:
+        return INCONCLUSIVE
     return INSUFFICIENT_DATA
 
 
@@ -217,13 +342,20 @@ class Tally:
 
     met: int = 0
     breached: int = 0
+    inconclusive: int = 0
     insufficient_data: int = 0
     pending: int = 0
 
     @classmethod
     def of(cls, statuses: Iterable[str]) -> Tally:
         s = list(statuses)
-        return cls(s.count(MET), s.count(BREACHED), s.count(INSUFFICIENT_DATA), s.count(PENDING))
+        return cls(
+            s.count(MET),
+            s.count(BREACHED),
+            s.count(INCONCLUSIVE),
+            s.count(INSUFFICIENT_DATA),
+            s.count(PENDING),
+        )
 
     @property
     def compliance_ratio(self) -> float | None:
@@ -234,6 +366,7 @@ class Tally:
         return {
             "windows_met": self.met,
             "windows_breached": self.breached,
+            "windows_inconclusive": self.inconclusive,
             "windows_insufficient_data": self.insufficient_data,
             "windows_pending": self.pending,
             "compliance_ratio": self.compliance_ratio,
@@ -272,16 +405,8 @@ class SlaReport:
             "segment": self.segment,
             "from": iso(self.start),
             "to": iso(self.end),
-            "objectives": [
-                {
-                    "objective": o.label,
-                    "metric": o.metric,
-                    "evaluated_as": o.evaluated_as,
-                    "op": o.op,
-                    "target": o.target,
-                }
-                for o in self.objectives
-            ],
+            "rule": RULE,
+            "objectives": [o.to_dict() for o in self.objectives],
             "summary": self.summary(),
             "windows": [w.to_dict() for w in self.windows],
         }
@@ -316,6 +441,8 @@ def report_to_csv(report: SlaReport) -> str:
                     _csv_number(r.value),
                     _csv_number(r.lower),
                     _csv_number(r.upper),
+                    o.evidence,
+                    o.decision_rule,
                     r.status,
                     r.reason or "",
                 ]
