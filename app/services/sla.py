@@ -70,10 +70,9 @@ POINT = "point"
 EVIDENCE = (INTERVAL, POINT)
 """The objective's ``evidence`` settings; ``interval`` is the default."""
 
-AREAS_WITH_INTERVALS = frozenset(
-    {"auc_roc", "gini", "ks", "calibrated_auc_pr", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift"}
-)
-"""Curve metrics the worker stores a bootstrap interval for (app/services/window_compute.py)."""
+AREAS_WITH_INTERVALS = frozenset({"auc_roc", "gini", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift"})
+"""Curve metrics the worker stores a bootstrap interval for (app/services/window_compute.py;
+``calibrated_auc_pr`` and ``ks`` have none, docs/intervals.md)."""
 
 RULE = (
     "Each window is judged on the metric at the reference prior pi0. "
@@ -110,6 +109,7 @@ def has_interval(name: str) -> bool:
         base = name.removeprefix("ops_")
         return base in OPS_METRICS and base in LABELING_METRICS
     return name in LABELING_METRICS and not LABELING_METRICS[name].prior_dependent
+
 
 CSV_COLUMNS: tuple[str, ...] = (
     "window_start",

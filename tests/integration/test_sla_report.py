@@ -109,9 +109,7 @@ def test_summary_counts_windows_and_compliance(data: Populated) -> None:
     report = _report(data, segment="us")
     windows = report["windows"]
     summary = report["summary"]
-    count = {
-        s: sum(w["status"] == s for w in windows) for s in ("met", "breached", "inconclusive")
-    }
+    count = {s: sum(w["status"] == s for w in windows) for s in ("met", "breached", "inconclusive")}
     assert summary["windows"] == len(windows) == len(HOURS)
     assert summary["windows_met"] == count["met"]
     assert summary["windows_breached"] == count["breached"]

@@ -130,7 +130,8 @@ def test_interval_evidence_without_a_stored_interval_is_inconclusive() -> None:
         ("recall", "interval"),
         ("ops_f1", "interval"),
         ("auc_roc", "interval"),
-        ("auc_pr", "interval"),  # calibrated_auc_pr
+        ("auc_pr", "point"),  # calibrated_auc_pr: no honest interval
+        ("ks", "point"),
         ("f1@t=0.3", "point"),
         ("recall@t=0.3", "point"),
         ("weighted_accuracy", "point"),
