@@ -21,10 +21,13 @@ boundary (coverage 0 when n·FPR < 0.025, 0.87 at n·FPR ≈ 0.6):
 * the draws use the Jeffreys prior, ``a = 1/2`` (:data:`JEFFREYS`), whose
   equal-tailed interval is the one Brown, Cai and DasGupta (2001) recommend
   for a binomial proportion;
-* with their boundary modification: when a rate's count is on the boundary
-  (FP = 0, TN = 0, TP = 0 or FN = 0), the interval is widened to include the
-  metric's values with that rate at its boundary value (FPR = 0, ...), so an
-  FPR with FP = 0 gets lower bound 0 and a precision with FP = 0 upper bound 1;
+* with their boundary modification: when a rate's count is at most one away
+  from the boundary (FP <= 1, TN <= 1, TP <= 1 or FN <= 1), the interval is
+  the hull of the intervals with that rate drawn as above, set to its
+  boundary value (FPR = 0, ...), and drawn from the uniform-prior posterior
+  Beta(x + 1, n − x + 1) (whose tail away from the boundary is Clopper and
+  Pearson's there). So an FPR with FP = 0 out of n has the interval
+  [0, 1 − 0.025^(1/(n+1))], and a precision with FP <= 1 upper bound 1;
 * the prior: at ``pi0`` when given (calibrated metrics, prior-invariant by
   construction); otherwise the window's prior is itself an estimate, and is
   drawn jointly, pi ~ Beta(P + a, N + a), with the same boundary rule. The
@@ -182,15 +185,16 @@ class RatePosterior:
         FPR of draw s, from Beta(FP + a, TN + a).
     beta : ndarray of float64, shape (S,)
         FNR of draw s; 1 − beta is from Beta(TP + a, FN + a).
-    boundaries : tuple of (str, float)
-        ``("alpha", 0.0)`` when FP = 0, and likewise for every rate whose count
-        lies on a boundary: the boundary rule of :meth:`interval`.
+    boundaries : tuple of (str, ndarray)
+        Other draws of a rate whose count is within one of a boundary (the
+        rate at its boundary value, and its uniform-prior posterior), e.g.
+        ``("alpha", zeros)`` when FP <= 1: the boundary rule of :meth:`interval`.
     """
 
     prior: Array
     alpha: Array
     beta: Array
-    boundaries: tuple[tuple[str, float], ...] = ()
+    boundaries: tuple[tuple[str, Array], ...] = ()
 
     def metric_samples(self, metric: str) -> Array:
         """Samples of a registered labeling metric, element s from draw s."""
@@ -199,16 +203,16 @@ class RatePosterior:
     def interval(self, metric: str, level: float = 0.95) -> Interval:
         """Equal-tailed ``level`` interval of the metric, widened at the boundaries.
 
-        For every rate in :attr:`boundaries`, the interval is the hull of the
-        equal-tailed intervals with and without that rate set to its boundary
-        value (Brown, Cai and DasGupta's modification, for any metric).
+        The hull of the equal-tailed intervals of the draws and of the draws
+        with a rate replaced by each of its :attr:`boundaries` alternatives
+        (Brown, Cai and DasGupta's modification, for any metric).
         """
         low, high = _interval(self.metric_samples(metric), _check_level(level))
         if math.isnan(low):
             return _NAN_INTERVAL
-        for rate, value in self.boundaries:
+        for rate, other in self.boundaries:
             draws = {"prior": self.prior, "alpha": self.alpha, "beta": self.beta}
-            draws[rate] = np.full_like(draws[rate], value)
+            draws[rate] = other
             b_low, b_high = _interval(self._samples(metric, **draws), level)
             if not math.isnan(b_low):
                 low, high = min(low, b_low), max(high, b_high)
@@ -228,17 +232,29 @@ class RatePosterior:
             return np.asarray(m.func(c.tp, c.fp, c.fn, c.tn), dtype=np.float64)
 
 
-def _boundaries(c: ConfusionCounts, sample_prior: bool) -> tuple[tuple[str, float], ...]:
-    """The rates whose count is on a boundary, with the rate's boundary value."""
+def _boundaries(
+    c: ConfusionCounts, sample_prior: bool, gen: np.random.Generator, size: int
+) -> tuple[tuple[str, Array], ...]:
+    """Alternative draws of each rate whose count is within one of a boundary.
+
+    The rate at its boundary value, and drawn from its uniform-prior posterior
+    Beta(x + 1, n − x + 1) (``beta`` is 1 − TPR, so its draws are reflected).
+    """
     cases = [
-        (c.fp == 0, "alpha", 0.0),
-        (c.tn == 0, "alpha", 1.0),
-        (c.fn == 0, "beta", 0.0),
-        (c.tp == 0, "beta", 1.0),
-        (sample_prior and c.positives == 0, "prior", 0.0),
-        (sample_prior and c.negatives == 0, "prior", 1.0),
+        ("alpha", c.fp, c.tn, False),
+        ("beta", c.fn, c.tp, False),
+        ("prior", c.positives, c.negatives, not sample_prior),
     ]
-    return tuple((rate, value) for on, rate, value in cases if on)
+    out: list[tuple[str, Array]] = []
+    for rate, x, rest, skip in cases:
+        if skip or min(x, rest) > 1:
+            continue
+        uniform = gen.beta(x + 1.0, rest + 1.0, size=size)
+        edge = 0.0 if x <= 1 else 1.0
+        out += [(rate, np.full(size, edge)), (rate, uniform)]
+        if max(x, rest) <= 1:  # both ends are near: n <= 2
+            out.append((rate, np.full(size, 1.0 - edge)))
+    return tuple(out)
 
 
 def sample_rate_posterior(
@@ -281,32 +297,42 @@ def sample_rate_posterior(
         prior = np.full(s, math.nan)  # an empty window: every raw metric undefined
     else:
         prior = gen.beta(c.positives + a, c.negatives + a, size=s)
+    sample_prior = pi0 is None and c.n > 0
     return RatePosterior(
-        prior=prior, alpha=alpha, beta=1.0 - tpr, boundaries=_boundaries(c, pi0 is None)
+        prior=prior,
+        alpha=alpha,
+        beta=1.0 - tpr,
+        boundaries=_boundaries(c, sample_prior, gen, s),
     )
 
 
 def rate_interval(successes: float, trials: float, level: float = 0.95) -> Interval:
     """Jeffreys interval of a binomial proportion with the boundary modification.
 
-    The equal-tailed ``level`` interval of Beta(x + 1/2, n − x + 1/2), with
-    lower bound 0 when x = 0 and upper bound 1 when x = n (Brown, Cai and
-    DasGupta 2001): the rule of every credible interval here, in closed form.
+    The equal-tailed ``level`` interval of Beta(x + 1/2, n − x + 1/2); when
+    x <= 1 the lower bound is 0 and the upper bound at least that of
+    Beta(x + 1, n − x + 1), and symmetrically when x >= n − 1 (Brown, Cai
+    and DasGupta 2001, section 4.1.2): the rule of every credible interval
+    here, in closed form.
     ``(nan, nan)`` when ``trials`` is 0.
 
     Examples
     --------
     >>> rate_interval(0, 30)[0], round(rate_interval(0, 30)[1], 4)
-    (0.0, 0.0795)
+    (0.0, 0.1122)
     """
     from scipy import stats  # only this closed form needs it
 
     x, n, lvl = float(successes), float(trials), _check_level(level)
     if not (0.0 <= x <= n) or n == 0.0:
         return _NAN_INTERVAL
-    posterior = stats.beta(x + JEFFREYS, n - x + JEFFREYS)
-    low = 0.0 if x == 0.0 else float(posterior.ppf((1.0 - lvl) / 2.0))
-    high = 1.0 if x == n else float(posterior.ppf((1.0 + lvl) / 2.0))
+    tails = ((1.0 - lvl) / 2.0, (1.0 + lvl) / 2.0)
+    low, high = (float(q) for q in stats.beta.ppf(tails, x + JEFFREYS, n - x + JEFFREYS))
+    uniform = stats.beta.ppf(tails, x + 1.0, n - x + 1.0)
+    if x <= 1.0:
+        low, high = 0.0, max(high, float(uniform[1]))
+    if x >= n - 1.0:
+        low, high = min(low, float(uniform[0])), 1.0
     return low, high
 
 
