@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import numpy as np
-from scipy import special
+from scipy import special, stats
 
 from app.metrics._validation import InvalidInput, check_count, check_probability
 from app.metrics.confusion import ConfusionCounts
@@ -321,8 +321,6 @@ def rate_interval(successes: float, trials: float, level: float = 0.95) -> Inter
     >>> rate_interval(0, 30)[0], round(rate_interval(0, 30)[1], 4)
     (0.0, 0.1122)
     """
-    from scipy import stats  # only this closed form needs it
-
     x, n, lvl = float(successes), float(trials), _check_level(level)
     if not (0.0 <= x <= n) or n == 0.0:
         return _NAN_INTERVAL

@@ -208,6 +208,7 @@ def test_undefined_metric_gives_a_nan_interval() -> None:
         ({"n_samples": 10}, "n_samples"),
         ({"n_samples": 1000.0}, "n_samples"),
         ({"pi0": 1.5}, "pi0"),
+        ({"prior_count": 0.0}, "prior_count"),
         ({"rng": 42}, "rng"),
         ({"counts": (1, 2, 3, 4)}, "counts"),
         ({"counts": ConfusionCounts(-1.0, 2.0, 3.0, 4.0)}, "tp"),
@@ -376,3 +377,10 @@ def test_bootstrap_rejects_bad_input(kwargs: dict[str, object], field: str) -> N
     with pytest.raises(InvalidInput) as err:
         bootstrap_interval(**args)  # type: ignore[arg-type]
     assert err.value.field == field
+
+
+def test_rate_interval_of_impossible_counts_is_undefined() -> None:
+    for x, n in [(0, 0), (5, 3), (-1, 3)]:
+        low, high = rate_interval(x, n)
+        assert math.isnan(low) and math.isnan(high)
+    assert rate_interval(30, 30)[1] == 1.0 and rate_interval(29, 30)[1] == 1.0
