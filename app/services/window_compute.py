@@ -502,8 +502,8 @@ def _intervals(
     ops_labeling = [m for m in OPS_METRICS if m in LABELING_METRICS and metrics.get(f"ops_{m}")]
     if ops_labeling:
         raw = credible_intervals(primary, ops_labeling, rng=rng, level=INTERVAL_LEVEL)
+        prior = rate_interval(primary.positives, primary.n, INTERVAL_LEVEL)
         for name in ops_labeling:
-            prior = rate_interval(primary.positives, primary.n, INTERVAL_LEVEL)
             out[f"ops_{name}"] = _interval_doc(*ops_interval(name, raw[name], prior))
     out.update(_area_intervals(model, window, metrics, rng))
     return out
