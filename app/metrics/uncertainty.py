@@ -1,4 +1,4 @@
-"""Credible and bootstrap intervals (spec/metrics.md section 8).
+"""Credible and bootstrap intervals (docs/cost.md, "Intervals").
 
 Labeling metrics: credible intervals
 ------------------------------------
@@ -9,7 +9,7 @@ counts,
     alpha (FPR)        ~ Beta(FP + a, TN + a)
     1 − beta (TPR)     ~ Beta(TP + a, FN + a)
 
-with ``a = 1`` under the uniform prior of the metrics specification. Every
+with ``a = 1`` under Brodersen et al.'s uniform prior. Every
 labeling metric is M(pi, alpha, beta), so drawing S posterior samples and
 evaluating the registry function on ``ConfusionCounts.from_rates(pi, alpha,
 beta)`` (arrays of S) gives S samples of the metric.
@@ -68,7 +68,8 @@ from typing import Any, Literal, cast
 import numpy as np
 from scipy import special, stats
 
-from app.metrics._validation import InvalidInput, check_count, check_probability
+from app.errors import InvalidInput
+from app.metrics._validation import check_count, check_probability
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import (
     average_precision_from_counts,
@@ -280,8 +281,7 @@ def sample_rate_posterior(
         pi ~ Beta(P + a, N + a) jointly with the rates.
     prior_count : float
         ``a`` of the Beta(a, a) prior of every rate: 1/2 (Jeffreys, the
-        interval rule) or 1 (uniform, the posterior of the metrics
-        specification).
+        interval rule) or 1 (uniform, Brodersen et al.'s posterior).
     """
     c = _check_counts(counts)
     gen = _check_rng(rng)
