@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.metrics.evaluate import OPS_METRICS
 from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
 from app.statuses import SlaStatus
 
@@ -45,6 +44,10 @@ SLA_GAUGE: Mapping[str, float] = {
 }
 """Value of the ``priorwatch_sla_objective_met`` gauge per status; no sample otherwise."""
 
+OPS_WITH_INTERVALS = frozenset({"ops_f1", "ops_mcc", "ops_precision", "ops_accuracy"})
+"""The labeling OPS the worker stores an interval for (the OPS metrics of ``evaluate``
+that are labeling metrics; a test keeps the two lists equal)."""
+
 AREAS_WITH_INTERVALS = frozenset({"auc_roc", "gini", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift"})
 """Curve metrics the worker stores a bootstrap interval for (app/services/window_compute.py;
 ``calibrated_auc_pr`` and ``ks`` have none, docs/intervals.md)."""
@@ -55,20 +58,17 @@ def has_interval(name: str) -> bool:
 
     Labeling metrics at the primary threshold that do not move with the prior
     (``recall``, ``balanced_accuracy``, ...), every ``calibrated_<labeling>``,
-    ``ops_<labeling>`` of the OPS metrics, and the curve areas of
+    the labeling OPS of :data:`OPS_WITH_INTERVALS`, and the curve areas of
     :data:`AREAS_WITH_INTERVALS`. Metrics at another threshold (``@t=``),
     ``weighted_accuracy``, probability metrics (``brier``, ``log_loss``) and
     raw prior-dependent metrics have none.
     """
     if "@" in name:
         return False
-    if name in AREAS_WITH_INTERVALS:
+    if name in AREAS_WITH_INTERVALS or name in OPS_WITH_INTERVALS:
         return True
     if name.startswith(CALIBRATED_PREFIX):
         return name.removeprefix(CALIBRATED_PREFIX) in LABELING_METRICS
-    if name.startswith("ops_"):
-        base = name.removeprefix("ops_")
-        return base in OPS_METRICS and base in LABELING_METRICS
     return name in LABELING_METRICS and not LABELING_METRICS[name].prior_dependent
 
 

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.api.routes.sla import wants_csv
+from app.metrics.evaluate import OPS_METRICS
 from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
 from app.services.metric_names import metric_names
 from app.services.sla import CSV_COLUMNS, SlaReport, SlaWindow, Tally, report_to_csv, window_results
-from app.services.sla_objectives import AT_PI0, Objective, evaluate_objective
+from app.services.sla_objectives import AT_PI0, OPS_WITH_INTERVALS, Objective, evaluate_objective
 from app.services.window_read import WindowView
 
 
@@ -140,6 +141,11 @@ def test_metrics_without_an_interval_fall_back_to_the_point_value(
     assert objective.evidence == evidence
     assert (objective.evidence_reason is None) == (evidence == "interval")
     assert objective.to_dict()["rule"].startswith(evidence)
+
+
+def test_the_labeling_ops_with_intervals_are_those_of_evaluate() -> None:
+    expected = {f"ops_{m}" for m in OPS_METRICS if m in LABELING_METRICS}
+    assert expected == OPS_WITH_INTERVALS
 
 
 def test_objective_document_evidence() -> None:
