@@ -16,6 +16,7 @@ from app.api.body_limit import BodySizeLimitMiddleware
 from app.api.concurrency import ConcurrencyCap
 from app.api.docs import OPENAPI_URL, install_docs
 from app.api.errors import ADMIN_DISABLED, register_exception_handlers
+from app.api.guard import ResponseGuardMiddleware
 from app.api.openapi import register_documented_schemas
 from app.api.routes import ROUTERS
 from app.config import Settings, get_settings
@@ -76,6 +77,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
     app.state.evaluate_cap = ConcurrencyCap(settings.evaluate_max_concurrency, "evaluations")
+    app.add_middleware(
+        ResponseGuardMiddleware,
+        deadline_seconds=settings.request_deadline_seconds,
+        retry_after_seconds=settings.database_retry_after_seconds,
+    )  # innermost: every request ends in a complete answer, in bounded time
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_body_bytes=settings.max_body_bytes,
