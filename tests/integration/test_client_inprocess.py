@@ -140,7 +140,10 @@ def test_client_batches_store_exactly_what_scores_batches_store(
         r = client.get(f"/v1/models/{name}/windows", headers=api.bearer(token))
         assert r.status_code == 200
     metrics = [
-        [w["metrics"] for w in client.get(f"/v1/models/{n}/windows", headers=api.bearer(t)).json()["windows"]]
+        [
+            w["metrics"]
+            for w in client.get(f"/v1/models/{n}/windows", headers=api.bearer(t)).json()["windows"]
+        ]
         for n, t in (("raw", raw_token), ("viaclient", client_token))
     ]
     assert metrics[0][0] == metrics[1][0]  # hour 0: identical sums, identical metrics
