@@ -66,7 +66,7 @@ def _print_json(doc: Any) -> None:
     typer.echo(json.dumps(doc, indent=2))
 
 
-@models_cli.command("create")
+@models_cli.command("create", epilog=EXIT_CODES_EPILOG)
 def create_model(
     name: Annotated[str, typer.Argument(help="the model's name (a slug)")],
     pi0: Annotated[float, typer.Option("--pi0", help="reference prior of the calibrated metrics")],
@@ -115,7 +115,7 @@ def create_model(
     _print_json(created)
 
 
-@models_cli.command("list")
+@models_cli.command("list", epilog=EXIT_CODES_EPILOG)
 def list_models(
     url: UrlOption = DEFAULT_URL,
     admin_token: AdminTokenOption = None,
@@ -140,7 +140,7 @@ def list_models(
     typer.echo(format_table(["name", "window", "pi0", "threshold", "segments", "sla"], rows))
 
 
-@models_cli.command("show")
+@models_cli.command("show", epilog=EXIT_CODES_EPILOG)
 def show_model(
     name: Annotated[str, typer.Argument(help="the model's name")],
     url: UrlOption = DEFAULT_URL,
@@ -150,7 +150,7 @@ def show_model(
     _print_json(admin_service(url, admin_token).get_json(f"/v1/models/{name}"))
 
 
-@keys_cli.command("create")
+@keys_cli.command("create", epilog=EXIT_CODES_EPILOG)
 def create_key(
     model: Annotated[str, typer.Argument(help="the model's name")],
     url: UrlOption = DEFAULT_URL,
@@ -175,7 +175,7 @@ def create_key(
     typer.echo(f"key id {created['id']}, scopes {','.join(created['scopes'])}", err=True)
 
 
-@keys_cli.command("revoke")
+@keys_cli.command("revoke", epilog=EXIT_CODES_EPILOG)
 def revoke_key(
     model: Annotated[str, typer.Argument(help="the model's name")],
     key_id: Annotated[str, typer.Argument(help="the key's id (from 'keys create')")],
