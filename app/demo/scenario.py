@@ -77,7 +77,7 @@ def fraud_scenario(
     rows_per_window: int = 20_000,
     batches_per_window: int = 4,
     positive_mean: float = 0.5,
-    degraded_positive_mean: float = -1.0,
+    degraded_positive_mean: float = -1.5,
 ) -> Scenario:
     """The default day: 8 stable hours, a 6-hour fraud wave, 4 hours back to
     normal, 6 hours of degradation (24 windows)."""

@@ -86,7 +86,7 @@ def _phase_data(phase: str) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize(
     ("phase", "prior", "positive_mean"),
-    [(STABLE, 0.01, 0.5), (WAVE, 0.04, 0.5), (RETURN, 0.01, 0.5), (DEGRADATION, 0.01, -1.0)],
+    [(STABLE, 0.01, 0.5), (WAVE, 0.04, 0.5), (RETURN, 0.01, 0.5), (DEGRADATION, 0.01, -1.5)],
 )
 def test_each_phase_draws_its_prior_and_class_laws(
     phase: str, prior: float, positive_mean: float
