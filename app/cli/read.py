@@ -96,6 +96,9 @@ def windows_command(
     if as_json:
         typer.echo(json.dumps(doc, indent=2))
         return
+    if not doc["windows"]:
+        typer.echo("no window holds data in this range", err=True)
+        return
     typer.echo(windows_table(doc["windows"], metric or DEFAULT_METRICS))
 
 

@@ -168,6 +168,7 @@ def test_ingest_then_windows_and_the_sla_report(service: str, tmp_path: Path) ->
 
     table = run("windows", "cli-ingest", "--url", service, "--token", token, *span)
     lines = table.stdout.splitlines()
+    assert lines[0].split()[:5] == ["start", "n", "prior", "status", "verdict"]
     assert len(lines) == 4 and lines[2].split()[:2] == [windows[0]["start"], "3000"]
 
     report = run("sla", "cli-ingest", "--url", service, "--token", token, *span)
