@@ -3,7 +3,7 @@
 Columns: ``score`` and ``label`` (required), ``timestamp`` and ``segment``
 (optional; names case-insensitive). Rows are grouped by the model's window
 of their timestamp and by segment, and each group is logged through the
-sender (app/cli/sending.py) with the group's earliest timestamp.
+Python client (app/cli/sending.py) with the group's earliest timestamp.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ import numpy.typing as npt
 import typer
 
 from app.cli.service import (
+    DEFAULT_RETRY_SECONDS,
     DEFAULT_URL,
     EXIT_USAGE,
+    RetryOption,
     Service,
     TokenOption,
     UrlOption,
@@ -172,9 +174,10 @@ def ingest_command(
     model: Annotated[str, typer.Option("--model", help="the model's name")],
     url: UrlOption = DEFAULT_URL,
     token: TokenOption = None,
+    retry_seconds: RetryOption = DEFAULT_RETRY_SECONDS,
 ) -> None:
     """Send the labelled scores of FILE to MODEL (a key with the ingest scope)."""
-    from app.cli.sending import open_sender
+    from app.cli.sending import sending
 
     key = require_token(token, "pass --token or set PRIORWATCH_TOKEN (a key with ingest scope)")
     try:
@@ -188,13 +191,13 @@ def ingest_command(
         raise typer.BadParameter(exc.reason, param_hint=exc.field) from exc
     n = rows.scores.size
     with (
-        open_sender(url, key, model) as sender,
+        sending(url, key, model, retry_seconds) as client,
         typer.progressbar(
             length=n, label="sending", hidden=n < PROGRESS_MIN_ROWS, file=sys.stderr
         ) as bar,
     ):
         for g in groups:
             scores, labels = rows.scores[g.rows], rows.labels[g.rows]
-            sender.log(scores, labels, timestamp=g.timestamp, segment=g.segment)
+            client.log(scores, labels, timestamp=g.timestamp, segment=g.segment)
             bar.update(g.rows.size)
     typer.echo(f"sent {n:,} rows of {file.name} to {model} ({len(groups)} window/segment groups)")

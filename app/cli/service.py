@@ -48,6 +48,15 @@ AdminTokenOption = Annotated[
         show_default=False,
     ),
 ]
+RetryOption = Annotated[
+    float,
+    typer.Option(
+        "--retry-seconds",
+        help="how long the client retries a request while the service is unreachable or busy",
+        min=0.0,
+    ),
+]
+DEFAULT_RETRY_SECONDS = 60.0
 TokenOption = Annotated[
     str | None,
     typer.Option(

@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from app.cli.admin import admin_service
-from app.cli.service import DEFAULT_URL, AdminTokenOption, Service, UrlOption, fail
+from app.cli.service import (
+    DEFAULT_RETRY_SECONDS,
+    DEFAULT_URL,
+    AdminTokenOption,
+    RetryOption,
+    Service,
+    UrlOption,
+    fail,
+)
 
 if TYPE_CHECKING:
     from app.demo.scenario import Scenario
@@ -89,6 +97,7 @@ def simulate_command(
     wait: Annotated[
         float, typer.Option(help="seconds to wait for the worker to compute every window")
     ] = 120.0,
+    retry_seconds: RetryOption = DEFAULT_RETRY_SECONDS,
     per_window: Annotated[
         bool,
         typer.Option("--per-window/--phases-only", help="also print one line per window"),
@@ -104,7 +113,7 @@ def simulate_command(
     """
     import numpy as np
 
-    from app.cli.sending import open_sender
+    from app.cli.sending import sending
     from app.demo.scenario import batches, first_window_start, fraud_scenario
     from app.demo.summary import per_phase_table, per_window_table, window_lines
 
@@ -123,9 +132,9 @@ def simulate_command(
 
     rng = np.random.default_rng(seed)
     sent = 0
-    with open_sender(url, token, name) as sender:
+    with sending(url, token, name, retry_seconds) as client:
         for batch in batches(scenario, rng, first, length):
-            sender.log(batch.scores, batch.labels, timestamp=batch.timestamp)
+            client.log(batch.scores, batch.labels, timestamp=batch.timestamp)
             sent += batch.scores.size
     typer.echo(
         f"sent {sent:,} predictions over {scenario.windows} hours "
