@@ -7,6 +7,11 @@ The model's drift reference is the stable period, and its SLA objectives are
 read at pi0, so the fraud wave shows in the raw metrics and in the verdict
 ``prior`` but not in the SLA, while the degradation is ``likelihood`` and
 breaches it.
+
+Labels usually arrive after the scores. The demo sends both together; the
+place for scores ahead of their labels is the sending loop below
+(``client.log_scores`` per window first, ``client.log`` once labelled), once
+the service stores unlabelled histograms for the label-free estimates.
 """
 
 from __future__ import annotations
