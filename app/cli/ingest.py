@@ -19,10 +19,12 @@ import numpy as np
 import numpy.typing as npt
 import typer
 
+from app.cli.admin import ADMIN_HINT
 from app.cli.service import (
     DEFAULT_RETRY_SECONDS,
     DEFAULT_URL,
     EXIT_USAGE,
+    AdminTokenOption,
     RetryOption,
     Service,
     TokenOption,
@@ -174,12 +176,15 @@ def ingest_command(
     model: Annotated[str, typer.Option("--model", help="the model's name")],
     url: UrlOption = DEFAULT_URL,
     token: TokenOption = None,
+    admin_token: AdminTokenOption = None,
     retry_seconds: RetryOption = DEFAULT_RETRY_SECONDS,
 ) -> None:
     """Send the labelled scores of FILE to MODEL (a key with the ingest scope)."""
     from app.cli.sending import sending
 
-    key = require_token(token, "pass --token or set PRIORWATCH_TOKEN (a key with ingest scope)")
+    key = require_token(
+        token or admin_token, f"pass --token (a key with ingest scope), or {ADMIN_HINT}"
+    )
     try:
         if file.suffix.lower() in (".parquet", ".pq"):
             rows = read_parquet_rows(file)
