@@ -321,14 +321,13 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
             raise InvalidInput(
                 "histogram.unlabelled", "unlabelled counts are not accepted by this server yet"
             )
-        if (
-            not isinstance(raw, dict)
-            or not {"positives", "negatives"} <= set(raw)
-            or not set(raw) <= HISTOGRAM_FIELDS
-        ):
+        if not isinstance(raw, dict) or not {"positives", "negatives"} <= set(raw):
             raise InvalidInput(
                 "histogram", 'must be an object {"positives": [...], "negatives": [...]}'
             )
+        unknown_keys = sorted(set(raw) - HISTOGRAM_FIELDS)
+        if unknown_keys:
+            raise InvalidInput(f"histogram.{unknown_keys[0]}", "unknown field")
         pos = _class_counts("histogram.positives", raw["positives"], model.n_bins)
         neg = _class_counts("histogram.negatives", raw["negatives"], model.n_bins)
         # float totals first: int64 sums of large counts could overflow silently

@@ -144,7 +144,7 @@ SUMS = {"brier_sum": 1.0, "log_loss_sum": 2.0, "score_sum_positive": 4.0, "score
         ({"sums": {**SUMS, "score_sum_negative": "1"}}, "histogram.sums.score_sum_negative"),
         ({"sums": {**SUMS, "score_sum_negative": True}}, "histogram.sums.score_sum_negative"),
         ({"unlabelled": {"bins": [0], "counts": [5]}}, "histogram.unlabelled"),
-        ({"other": 1}, "histogram"),
+        ({"other": 1}, "histogram.other"),
     ],
 )
 def test_bad_sparse_histograms_name_the_element(histogram: dict[str, Any], field: str) -> None:
