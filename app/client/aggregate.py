@@ -58,11 +58,6 @@ class Bucket:
     rows: int
     latest: datetime
 
-    @property
-    def nbytes(self) -> int:
-        """Memory held by the count arrays."""
-        return sum(c.nbytes for c in self.counts)
-
     def add(
         self, counts: list[Counts], sums: ProbabilitySums | None, rows: int, at: datetime
     ) -> None:

@@ -143,10 +143,7 @@ def parse_score_sums(raw: Any, positives: int, negatives: int) -> ProbabilitySum
             raise InvalidInput(f"{field}.{name}", "is required")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InvalidInput(f"{field}.{name}", "must be a number")
-        try:
-            number = float(value)
-        except OverflowError:
-            number = math.inf
+        number = float(value)  # JSON integers are at most 64-bit: always finite
         if not (math.isfinite(number) and 0.0 <= number <= upper[name]):
             bound = "" if math.isinf(upper[name]) else f" and at most {upper[name]:g}"
             raise InvalidInput(

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 from _read_support import drain
-from conftest import Api
 from fastapi.testclient import TestClient
 
 from app.client import ApiError, AsyncClient, Client, DeliveryError, RetryPolicy
@@ -95,7 +94,7 @@ def _same_window(a: dict[str, Any], b: dict[str, Any], *, exact_sums: bool) -> N
 
 
 def test_client_batches_store_exactly_what_scores_batches_store(
-    api: Api, client: TestClient, db_engine: sa.Engine
+    api: Any, client: TestClient, db_engine: sa.Engine
 ) -> None:
     """Same rows, same calls: sparse histogram batches with sums == scores batches, bit for bit."""
     for name in ("raw", "viaclient"):
@@ -155,7 +154,7 @@ def test_client_batches_store_exactly_what_scores_batches_store(
     assert all(m["brier"] is not None and m["log_loss"] is not None for m in metrics[1])
 
 
-def test_read_side_returns_typed_windows_and_sla(api: Api, client: TestClient) -> None:
+def test_read_side_returns_typed_windows_and_sla(api: Any, client: TestClient) -> None:
     api.create_model(
         "fraud",
         window="1h",
@@ -191,7 +190,7 @@ def test_read_side_returns_typed_windows_and_sla(api: Api, client: TestClient) -
 
 
 def test_refused_batches_are_reported_by_flush_and_others_still_stored(
-    api: Api, client: TestClient
+    api: Any, client: TestClient
 ) -> None:
     """Unlabelled rows: this server refuses them (422); the labelled batch is stored anyway."""
     api.create_model("fraud", window="1h", threshold=0.5, n_bins=500)
@@ -216,7 +215,7 @@ def test_refused_batches_are_reported_by_flush_and_others_still_stored(
     assert [w["n"] for w in windows] == [1000]
 
 
-def test_async_client_logs_flushes_and_reads(api: Api, client: TestClient) -> None:
+def test_async_client_logs_flushes_and_reads(api: Any, client: TestClient) -> None:
     api.create_model("fraud", window="1h", threshold=0.5, n_bins=500)
     token = api.create_key("fraud")
     rng = np.random.default_rng(4)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
-from conftest import Api
 
 from app.api.schemas import BATCH_EXAMPLES
 from app.db.models import Batch, WindowAggregate
 
 
-def test_the_documented_sparse_example_is_accepted(api: Api) -> None:
+def test_the_documented_sparse_example_is_accepted(api: Any) -> None:
     api.create_model("fraud", threshold=0.5, n_bins=100)
     token = api.create_key("fraud")
     body = copy.deepcopy(BATCH_EXAMPLES["sparse_histogram"]["value"])
@@ -23,7 +23,7 @@ def test_the_documented_sparse_example_is_accepted(api: Api) -> None:
 
 
 def test_bad_sparse_batches_name_the_element_and_store_nothing(
-    api: Api, db_engine: sa.Engine
+    api: Any, db_engine: sa.Engine
 ) -> None:
     api.create_model("fraud", threshold=0.5, n_bins=100)
     token = api.create_key("fraud")

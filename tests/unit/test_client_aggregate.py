@@ -14,7 +14,15 @@ import numpy as np
 import orjson
 import pytest
 
-from app.client import BufferFull, Client, RetryPolicy
+from app.client import (
+    ApiError,
+    BufferFull,
+    Client,
+    ClientError,
+    DeliveryError,
+    RetriesExhausted,
+    RetryPolicy,
+)
 from app.client.aggregate import Binner
 from app.config import Settings
 from app.metrics._validation import InvalidInput
@@ -104,7 +112,12 @@ class MockService:
         self.received.set()
         if len(self.posts) <= self.fail_first:
             return httpx.Response(503, json={"type": "urn:priorwatch:problem:not-ready"})
-        parsed = parse_batch(body, MODEL, SETTINGS, datetime.now(UTC))
+        try:
+            parsed = parse_batch(body, MODEL, SETTINGS, datetime.now(UTC))
+        except InvalidInput as exc:
+            problem = {"type": "urn:priorwatch:problem:invalid-input", "status": 422}
+            errors = [{"field": exc.field, "reason": exc.reason}]
+            return httpx.Response(422, json={**problem, "errors": errors})
         self.stored.append(parsed)
         return httpx.Response(202, json={"batch_id": "b", "count": parsed.n})
 
@@ -206,6 +219,64 @@ def test_retry_policy_is_a_parameter() -> None:
     service = MockService(fail_first=100)
     pw = _client(service, retry=RetryPolicy(initial_s=1.0, max_delay_s=1.0, max_elapsed_s=0.0))
     pw.log([0.4], [1], timestamp=datetime.now(UTC))
-    with pytest.raises(Exception, match="not delivered"):
+    with pytest.raises(DeliveryError) as info:
         pw.close()
     assert len(service.posts) == 1
+    (cause,) = info.value.causes
+    assert isinstance(cause, RetriesExhausted)
+    assert info.value.batches[0].rows == 1 and info.value.batches[0].idempotency_key
+
+
+def test_event_times() -> None:
+    from app.client.aggregate import event_time
+
+    assert event_time(None, NOW) == NOW
+    assert event_time(datetime(2026, 11, 26, 12), NOW) == datetime(2026, 11, 26, 12, tzinfo=UTC)
+    assert event_time(NOW.timestamp(), NOW) == NOW
+    with pytest.raises(TypeError):
+        event_time("2026-11-26", NOW)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="finite"):
+        event_time(float("nan"), NOW)
+
+
+def test_flush_timeout_and_use_after_close() -> None:
+    gate = threading.Event()
+    service = MockService(gate=gate)
+    pw = _client(service)
+    pw.log([0.4, 0.6], [0, 1], timestamp=datetime.now(UTC))
+    with pytest.raises(TimeoutError):
+        pw.flush(timeout=0.05)
+    gate.set()
+    pw.close()
+    pw.close()  # a second close does nothing
+    with pytest.raises(ClientError, match="closed"):
+        pw.log([0.4], [1])
+    assert [p.n for p in service.stored] == [2]
+
+
+def test_async_client_forwards_every_call() -> None:
+    import asyncio
+
+    from app.client import AsyncClient
+
+    service = MockService()
+
+    async def scenario() -> tuple[Any, DeliveryError]:
+        async with AsyncClient(
+            "http://svc", "pw_token", "fraud", transport=httpx.MockTransport(service)
+        ) as pw:
+            info = await pw.model_info()
+            await pw.log_scores([0.2, 0.3], timestamp=datetime.now(UTC))
+            await pw.log([0.2, 0.9], [0, 1], timestamp=datetime.now(UTC))
+            with pytest.raises(DeliveryError) as refused:
+                await pw.flush()  # the service does not store unlabelled rows yet
+            return info, refused.value
+
+    info, refused = asyncio.run(scenario())
+    (cause,) = refused.causes
+    assert (
+        isinstance(cause, ApiError)
+        and cause.problem["errors"][0]["field"] == "histogram.unlabelled"
+    )
+    assert info.window == "1h" and info.n_bins == MODEL.n_bins
+    assert [p.n for p in service.stored] == [2]

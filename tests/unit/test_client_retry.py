@@ -134,3 +134,20 @@ def test_default_retry_time_ends_well_inside_the_idempotency_retention() -> None
     assert policy.max_elapsed_s == 600.0
     # the last attempt starts before max_elapsed_s; add one request timeout at most
     assert policy.max_elapsed_s + policy.max_delay_s < RETENTION_HOURS_GUARANTEED * 3600 / 100
+
+
+def test_odd_answers_still_give_a_problem_and_a_decision() -> None:
+    fake = FakeTime()
+    request = httpx.Request("POST", "http://svc/")
+    answers = iter(
+        [
+            httpx.Response(502, content=b"<html>bad gateway</html>", request=request),
+            httpx.Response(503, headers={"Retry-After": "inf"}, request=request),
+            httpx.Response(400, content=b"[1]", request=request),
+        ]
+    )
+    with pytest.raises(ApiError) as info:
+        _run(lambda: next(answers), fake)
+    assert info.value.status == 400 and info.value.problem == {"status": 400, "detail": "[1]"}
+    assert len(fake.sleeps) == 2  # the unusable Retry-After was ignored, not obeyed
+    assert retry_after_seconds("Thu, 26 Nov 2026 12:00:09 -0000", NOW) == 9.0

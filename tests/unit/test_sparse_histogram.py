@@ -164,3 +164,17 @@ def test_sums_at_their_bounds_are_accepted() -> None:
     sums = {"brier_sum": 9, "log_loss_sum": 0, "score_sum_positive": 5, "score_sum_negative": 4.0}
     parsed = _parse(_with({"sums": sums}))
     assert parsed.sums == ProbabilitySums(5.0, 4.0, 9.0, 0.0, 5.0, 4.0)
+
+
+@pytest.mark.parametrize(
+    ("negatives", "field"),
+    [
+        ({"bins": list(range(J + 1)), "counts": [1] * (J + 1)}, "histogram.negatives.bins"),
+        ({"bins": [0], "counts": [2**64 - 1]}, "histogram.negatives.counts"),
+        ({"bins": [0], "counts": "1"}, "histogram.negatives.counts"),
+    ],
+)
+def test_oversized_or_overflowing_sparse_arrays(negatives: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        _parse(_with({"negatives": negatives}))
+    assert info.value.field == field
