@@ -132,7 +132,13 @@ class Client:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        if exc is None:
+            self.close()
+            return
+        try:  # an error is already propagating: do not mask it with a delivery error
+            self.close()
+        except ClientError as error:
+            log.error("closing after %r: %s", exc, error)
 
     # --- model metadata -----------------------------------------------------
 

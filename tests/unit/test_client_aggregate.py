@@ -280,3 +280,11 @@ def test_async_client_forwards_every_call() -> None:
     )
     assert info.window == "1h" and info.n_bins == MODEL.n_bins
     assert [p.n for p in service.stored] == [2]
+
+
+def test_a_delivery_error_does_not_mask_the_error_leaving_the_block() -> None:
+    service = MockService()
+    with pytest.raises(KeyError), _client(service) as pw:
+        pw.log_scores([0.5], timestamp=datetime.now(UTC))  # refused at close
+        raise KeyError("the caller's own error")
+    assert service.posts and not service.stored
