@@ -31,15 +31,6 @@ cli = typer.Typer(
     epilog=EXIT_CODES_EPILOG,
     context_settings={"help_option_names": ["--help", "-h"]},
 )
-cli.add_typer(models_cli, name="models")
-cli.add_typer(keys_cli, name="keys")
-for _name, _command in (
-    ("ingest", ingest_command),
-    ("windows", windows_command),
-    ("sla", sla_command),
-    ("simulate", simulate_command),
-):
-    cli.command(_name, epilog=EXIT_CODES_EPILOG)(_command)
 
 
 def _print_version(value: bool) -> None:
@@ -154,6 +145,17 @@ def evaluate(
     except InvalidInput as exc:
         raise typer.BadParameter(exc.reason, param_hint=exc.field) from exc
     typer.echo(format_metrics(result, as_json=as_json))
+
+
+cli.add_typer(models_cli, name="models")
+cli.add_typer(keys_cli, name="keys")
+for _name, _command in (
+    ("ingest", ingest_command),
+    ("windows", windows_command),
+    ("sla", sla_command),
+    ("simulate", simulate_command),
+):
+    cli.command(_name, epilog=EXIT_CODES_EPILOG)(_command)
 
 
 def main() -> None:

@@ -137,6 +137,21 @@ def _hline(axes: _Axes, value: float, colour: str, label: str) -> str:
     )
 
 
+def _polylines(axes: _Axes, values: Sequence[Any], colour: str) -> list[str]:
+    """Lines joining consecutive defined values; an undefined value breaks the line."""
+    runs: list[list[str]] = [[]]
+    for i, v in enumerate(values):
+        if v is None:
+            runs.append([])
+        else:
+            runs[-1].append(f"{axes.x(i):.1f},{axes.y(float(v)):.1f}")
+    return [
+        f'<polyline points="{" ".join(run)}" fill="none" stroke="{colour}"/>'
+        for run in runs
+        if len(run) > 1
+    ]
+
+
 def objective_chart(
     windows: Sequence[Mapping[str, Any]], index: int, objective: Mapping[str, Any]
 ) -> str:
@@ -155,13 +170,7 @@ def objective_chart(
             f"target {objective['op']} {objective['target']}",
         )
     )
-    line = [
-        f"{axes.x(i):.1f},{axes.y(float(r['value'])):.1f}"
-        for i, r in enumerate(results)
-        if r.get("value") is not None
-    ]
-    if len(line) > 1:
-        parts.append(f'<polyline points="{" ".join(line)}" fill="none" stroke="#90a4ae"/>')
+    parts += _polylines(axes, [r.get("value") for r in results], "#90a4ae")
     for i, r in enumerate(results):
         x = axes.x(i)
         colour = status_colour(str(r["status"]))
@@ -187,11 +196,7 @@ def prior_chart(windows: Sequence[Mapping[str, Any]], pi0: float) -> str:
     axes = _Axes(len(windows), [0.0, *values])
     parts = axes.frame([w_start(w) for w in windows])
     parts.append(_hline(axes, pi0, "#1565c0", f"pi0 = {pi0:g}"))
-    points = [
-        f"{axes.x(i):.1f},{axes.y(float(p)):.1f}" for i, p in enumerate(priors) if p is not None
-    ]
-    if len(points) > 1:
-        parts.append(f'<polyline points="{" ".join(points)}" fill="none" stroke="#6d4c41"/>')
+    parts += _polylines(axes, priors, "#6d4c41")
     for i, p in enumerate(priors):
         if p is not None:
             tip = f"{w_start(windows[i])}: prior {float(p):.4f}"
