@@ -1,4 +1,4 @@
-"""The ``priorwatch`` command (docs/cli.md).
+"""The ``priorwatch`` command (README.md, "Command line").
 
 Each command parses its options and hands over to the module that owns the
 work; heavy imports are deferred so ``priorwatch --help`` stays instant. The
@@ -6,7 +6,7 @@ commands that talk to a running service live beside this module: ``models``
 and ``keys`` (admin.py), ``windows`` and ``sla`` (read.py), ``ingest``
 (ingest.py), ``simulate`` (simulate.py). Help is rendered by click's plain
 formatter (``rich_markup_mode=None``), which shows flags without a value
-placeholder.
+placeholder. Options and exit codes: docs/cli.md.
 """
 
 from __future__ import annotations
