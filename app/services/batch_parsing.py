@@ -12,6 +12,9 @@ Two parsers, one meaning:
   repeated in any object is refused on this path (app/services/json_keys.py),
   so both parsers give the same answer.
 
+Histogram batches give each class densely or in the sparse form of
+:mod:`app.services.sparse_histogram`, optionally with score sums.
+
 Validation of scores and labels is :func:`app.metrics._validation.
 check_scores_labels` (one place decides). Every error is
 :class:`InvalidInput` naming the field, or :class:`MalformedBody`; nothing
@@ -36,16 +39,19 @@ from app.metrics.binning import histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
-from app.services.count_limits import check_batch_counts, check_batch_total
+from app.services.count_limits import MAX_BATCH_COUNT, check_batch_counts, check_batch_total
 from app.services.errors import MalformedBody
 from app.services.json_keys import check_unique_keys, duplicated_key
 from app.services.model_config import ModelConfig
+from app.services.sparse_histogram import parse_score_sums, parse_sparse_counts
 from app.services.timestamps import EXAMPLE, parse_instant, shown
 from app.services.windowing import window_start
 
 BATCH_FIELDS = frozenset(
     {"timestamp", "segment", "scores", "labels", "histogram", "confusion_matrix"}
 )
+HISTOGRAM_FIELDS = frozenset({"positives", "negatives", "sums"})
+"""Keys of a histogram batch's object ("unlabelled" is reserved, refused for now)."""
 
 Counts = npt.NDArray[np.int64]
 
@@ -65,7 +71,8 @@ class ParsedBatch:
     confusion : one entry per model threshold (primary first): the exact
         matrix at that threshold, or None where the batch does not tell it
         (a confusion-matrix batch only knows the primary threshold).
-    sums : per-example probability sums (scores batches only), else None.
+    sums : per-example probability sums (scores batches, and histogram batches
+        that carry ``sums``), else None.
     """
 
     kind: str
@@ -221,6 +228,13 @@ def _count_array(field: str, raw: Any, size: int) -> Counts:
     return counts
 
 
+def _class_counts(field: str, raw: Any, size: int) -> Counts:
+    """One class of a histogram batch: dense (an array) or sparse (an object)."""
+    if isinstance(raw, dict):
+        return parse_sparse_counts(field, raw, size, max_count=MAX_BATCH_COUNT)
+    return _count_array(field, raw, size)
+
+
 def _confusion_from_histograms(
     model: ModelConfig, pos: Counts, neg: Counts
 ) -> tuple[ConfusionCounts, ...]:
@@ -296,17 +310,26 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
         n, positives = int(s.size), int(np.count_nonzero(y))
     elif kind == "histogram":
         raw = doc["histogram"]
-        if not isinstance(raw, dict) or set(raw) != {"positives", "negatives"}:
+        if isinstance(raw, dict) and "unlabelled" in raw:
+            raise InvalidInput(
+                "histogram.unlabelled", "unlabelled counts are not accepted by this server yet"
+            )
+        if not isinstance(raw, dict) or not {"positives", "negatives"} <= set(raw):
             raise InvalidInput(
                 "histogram", 'must be an object {"positives": [...], "negatives": [...]}'
             )
-        pos = _count_array("histogram.positives", raw["positives"], model.n_bins)
-        neg = _count_array("histogram.negatives", raw["negatives"], model.n_bins)
+        unknown_keys = sorted(set(raw) - HISTOGRAM_FIELDS)
+        if unknown_keys:
+            raise InvalidInput(f"histogram.{unknown_keys[0]}", "unknown field")
+        pos = _class_counts("histogram.positives", raw["positives"], model.n_bins)
+        neg = _class_counts("histogram.negatives", raw["negatives"], model.n_bins)
         # every count is at most 2^40, so the int64 sums below cannot overflow
         check_batch_total("histogram", int(pos.sum()) + int(neg.sum()))
         positives = int(pos.sum())
         n = positives + int(neg.sum())
         confusion = _confusion_from_histograms(model, pos, neg)
+        if "sums" in raw:
+            sums = parse_score_sums(raw["sums"], positives, n - positives)
     else:
         cm = _parse_confusion_matrix(doc["confusion_matrix"])
         pos = neg = None
