@@ -3,8 +3,10 @@
 Body: ``{"type", "title", "status", "detail", "instance", "errors": [{"field",
 "reason"}]}``. ``type`` is ``about:blank`` for plain HTTP conditions (unknown
 route, wrong method) and ``urn:priorwatch:problem:<slug>`` for the service's
-own conditions (listed in docs/api.md). Unhandled exceptions become a 500
-without internals; the traceback goes to the server log only.
+own conditions (listed in docs/api.md). A database outage (unreachable,
+timed out, busy) is a 503 ``database-unavailable`` with ``Retry-After`` and one
+log line. Unhandled exceptions become a 500 without internals
+(app/api/guard.py); the traceback goes to the server log only.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from app.db.availability import describe_outage, is_outage
 from app.errors import InvalidInput
 from app.services.errors import (
     ApiKeyNotFound,
@@ -30,6 +34,7 @@ from app.services.errors import (
     PriorwatchError,
     RequestInFlight,
 )
+from app.services.json_keys import DuplicateKey
 
 logger = logging.getLogger("priorwatch.api")
 
@@ -66,6 +71,13 @@ def not_authenticated(detail: str) -> ProblemError:
 
 def permission_denied(detail: str) -> ProblemError:
     return ProblemError(403, "permission-denied", detail)
+
+
+ADMIN_DISABLED = "admin calls are disabled until PRIORWATCH_ADMIN_TOKEN is set"
+
+
+def admin_disabled() -> ProblemError:
+    return ProblemError(403, "admin-disabled", ADMIN_DISABLED)
 
 
 def body_too_large(limit: int) -> ProblemError:
@@ -119,9 +131,10 @@ def _instance(request: Request) -> str:
 
 async def _invalid_input(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, InvalidInput)
+    slug = "duplicate-key" if isinstance(exc, DuplicateKey) else "invalid-input"
     return problem_response(
         422,
-        type_=problem_type("invalid-input"),
+        type_=problem_type(slug),
         title="Invalid input",
         detail=str(exc),
         instance=_instance(request),
@@ -176,9 +189,12 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     slug = getattr(exc, "slug", None)
+    detail = exc.detail if isinstance(exc.detail, str) else None
     if exc.status_code == 413 and slug is None:  # Starlette/FastAPI's own body limit
         slug = "body-too-large"
-    detail = exc.detail if isinstance(exc.detail, str) else None
+    if exc.status_code == 400 and slug is None:  # FastAPI could not decode the JSON body
+        slug = "malformed-json"
+        detail = f"the body is not valid JSON: {_cause(exc)}"
     return problem_response(
         exc.status_code,
         type_=problem_type(slug) if slug else "about:blank",
@@ -188,20 +204,55 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     )
 
 
-async def _unhandled(request: Request, exc: Exception) -> Response:
-    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+def _cause(exc: BaseException) -> str:
+    cause = exc.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return f"invalid UTF-8 at byte {cause.start}"
+    return "it could not be decoded"
+
+
+def internal_error_response(instance: str | None) -> Response:
+    """The 500 answer to a bug (nothing about it is shown to the client)."""
     return problem_response(
         500,
         type_=problem_type("internal-error"),
         detail="an unexpected error occurred; it has been logged",
+        instance=instance,
+    )
+
+
+def unavailable_response(
+    detail: str, *, instance: str | None, retry_after_seconds: int
+) -> Response:
+    """The 503 answer while the database is unreachable or does not answer in time."""
+    return problem_response(
+        503,
+        type_=problem_type("database-unavailable"),
+        title="Database unavailable",
+        detail=f"{detail}; retry later",
+        instance=instance,
+        headers={"Retry-After": str(retry_after_seconds)},
+    )
+
+
+async def _database_error(request: Request, exc: Exception) -> Response:
+    if not is_outage(exc):
+        raise exc  # a bug: the guard middleware logs it and answers 500
+    logger.warning(
+        "database unavailable on %s %s: %s", request.method, request.url.path, describe_outage(exc)
+    )
+    return unavailable_response(
+        "the database is unavailable",
         instance=_instance(request),
+        retry_after_seconds=request.app.state.settings.database_retry_after_seconds,
     )
 
 
 def register_exception_handlers(app: FastAPI) -> None:
-    """Route every error to a problem+json response."""
+    """Route every error to a problem+json response (bugs: app/api/guard.py)."""
     app.add_exception_handler(InvalidInput, _invalid_input)
     app.add_exception_handler(PriorwatchError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(Exception, _unhandled)
+    app.add_exception_handler(sa_exc.DBAPIError, _database_error)
+    app.add_exception_handler(sa_exc.TimeoutError, _database_error)

@@ -10,11 +10,11 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Subquery, func, select
+from sqlalchemy import Float, Subquery, cast, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.db.models import ApiKey, Batch, BatchDelta, Model, WindowAggregate
+from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, WindowAggregate
 
 
 def get_model_by_name(session: Session, name: str) -> Model | None:
@@ -51,6 +51,50 @@ def count_batches(session: Session, model_id: int) -> int:
         session.scalar(select(func.count()).select_from(Batch).where(Batch.model_id == model_id))
         or 0
     )
+
+
+def model_example_total(session: Session, model_id: int) -> float:
+    """Examples stored for the model: its all-traffic windows' ``n`` plus their unfolded deltas.
+
+    Summed as floating point, which cannot overflow (an integer SUM raises on
+    SQLite past 2^63); exact to a few parts in 10^16, enough for a ceiling.
+    A plain read: it takes no lock (docs/api.md, "Count limits").
+    """
+    folded = session.scalar(
+        select(func.sum(cast(WindowAggregate.n, Float))).where(
+            WindowAggregate.model_id == model_id, WindowAggregate.segment == ALL_SEGMENTS
+        )
+    )
+    unfolded = session.scalar(
+        select(func.sum(cast(BatchDelta.n, Float))).where(
+            BatchDelta.model_id == model_id, BatchDelta.segment == ALL_SEGMENTS
+        )
+    )
+    return float(folded or 0.0) + float(unfolded or 0.0)
+
+
+def window_example_counts(
+    session: Session, model_id: int, window_start: datetime, segments: Sequence[str]
+) -> list[int]:
+    """Examples in each of the window's aggregates (``segments``), unfolded deltas included.
+
+    A plain read (no lock): a batch committed meanwhile is not seen, which the
+    headroom of the count ceilings absorbs (app/services/count_limits.py).
+    """
+    counts: dict[str, int] = dict.fromkeys(segments, 0)
+    for column, table in ((WindowAggregate.n, WindowAggregate), (BatchDelta.n, BatchDelta)):
+        rows = session.execute(
+            select(table.segment, func.sum(column))
+            .where(
+                table.model_id == model_id,
+                table.window_start == window_start,
+                table.segment.in_(list(segments)),
+            )
+            .group_by(table.segment)
+        ).all()
+        for segment, n in rows:
+            counts[segment] += int(n or 0)
+    return list(counts.values())
 
 
 def ensure_window_aggregates(

@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, Text, and_, cast, func, literal, select, tuple_, union_all
+from sqlalchemy import Float, Select, Text, and_, cast, func, literal, select, tuple_, union_all
 from sqlalchemy.orm import Session
 
 from app.db.models import ALL_SEGMENTS, BatchDelta, Model, WindowAggregate, WindowMetrics
@@ -133,7 +133,8 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
         select(
             parts.c.model_id,
             func.sum(parts.c.batches).label("batches"),
-            func.sum(parts.c.rows).label("rows"),
+            # a float sum: an integer SUM raises on SQLite past 2^63 (legacy totals)
+            func.sum(cast(parts.c.rows, Float)).label("rows"),
         )
         .group_by(parts.c.model_id)
         .subquery()

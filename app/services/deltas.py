@@ -23,6 +23,7 @@ import numpy.typing as npt
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.services.batch_parsing import ParsedBatch
+from app.services.count_limits import check_merged_total
 from app.services.window_sums import WindowSums
 
 FIXED_POINT_BITS = 128
@@ -243,6 +244,13 @@ def fold(base: WindowSums, exact: ExactSums | None, deltas: Iterable[Delta], n_b
 
     The result depends only on the multiset of deltas, never on their order
     or on how they were grouped into folds.
+
+    Raises
+    ------
+    CountOverflow
+        The folded window would count more than int64 holds (the ingest
+        ceilings leave 2^10 times the window ceiling of headroom, so this
+        would take millions of unfolded batches of the largest size).
     """
     n, positives, batches = base.n, base.positives, 0
     hists = (
@@ -269,6 +277,7 @@ def fold(base: WindowSums, exact: ExactSums | None, deltas: Iterable[Delta], n_b
         if d.sums is not None:
             added = ExactSums.from_floats(d.sums)
             exact = added if exact is None else exact + added
+    check_merged_total(n)  # unreachable past the ingest ceilings' headroom; never wraps
     sums = WindowSums(
         n=n,
         positives=positives,

@@ -7,13 +7,15 @@ Order of work for ``POST /v1/models/{name}/batches``:
    422 (other body); nothing stored;
 3. parse and validate the body (no database locks held; the body hash is
    computed beside steps 1-3 in another thread);
-4. one write transaction: insert the batch row and its deltas (one per
-   aggregate it counts in: all traffic, and the segment's if any), and create
-   the window's aggregate rows if missing (``ON CONFLICT DO NOTHING``: an
-   existing row is neither written nor locked); commit. Any failure rolls
-   all of it back. No statement waits for another batch's transaction (but
-   for the first creation of an aggregate row); the worker folds the deltas
-   into the aggregates later (app/services/window_refresh.py).
+4. one write transaction: check the count ceilings against the window's
+   and the model's totals, unfolded deltas included (app/services/
+   count_limits.py; plain reads, no lock), insert the batch row and its
+   deltas (one per aggregate it counts in: all traffic, and the segment's if
+   any), and create the window's aggregate rows if missing (``ON CONFLICT DO
+   NOTHING``: an existing row is neither written nor locked); commit. Any
+   failure rolls all of it back. No statement waits for another batch's
+   transaction (but for the first creation of an aggregate row); the worker
+   folds the deltas into the aggregates later (app/services/window_refresh.py).
 
 On PostgreSQL steps 1-4 share one transaction (the advisory lock of step 1
 lives until the commit); on SQLite the write transaction of step 4 starts
@@ -38,6 +40,7 @@ from app.db.models import ALL_SEGMENTS, Batch, BatchDelta
 from app.db.session import write_transaction
 from app.services import idempotency
 from app.services.batch_parsing import ParsedBatch, parse_batch
+from app.services.count_limits import check_room
 from app.services.deltas import Delta
 from app.services.model_config import ModelConfig
 from app.services.windowing import isoformat_z
@@ -99,6 +102,12 @@ def _store(
         )
     )
     segments = [ALL_SEGMENTS] if parsed.segment is None else [ALL_SEGMENTS, parsed.segment]
+    check_room(
+        parsed.kind,
+        parsed.n,
+        queries.window_example_counts(session, model.id, parsed.window_start, segments),
+        queries.model_example_total(session, model.id),
+    )
     queries.ensure_window_aggregates(
         session, model.id, parsed.window_start, segments, model.thresholds, now
     )

@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 from app.db import queries
 from app.db.models import ALL_SEGMENTS, WindowAggregate, WindowMetrics
 from app.errors import InvalidInput
+from app.services.count_limits import CountOverflow
 from app.services.deltas import Delta, exact_of, fold
 from app.services.drift_reference import reference_period
 from app.services.model_config import ModelConfig
@@ -344,14 +345,19 @@ def _merged_view(
     deltas: dict[datetime, list[Delta]] = {}
     for d in queries.unfolded_deltas(session, model.id, key, sources):
         deltas.setdefault(d.window_start, []).append(Delta.from_row(d))
-    sums = WindowSums.merge(_with_deltas(r, deltas.get(r.window_start, []), model) for r in rows)
-    if sums is None or sums.n <= 0:
-        return None
-    end = start + window_length(granularity)
-    period = reference_period(model, start, end)
-    reference = None
-    if period is not None and not period.contains_window:
-        reference = cache.get(session, model, key, period.start, period.end)
+    try:
+        sums = WindowSums.merge(
+            _with_deltas(r, deltas.get(r.window_start, []), model) for r in rows
+        )
+        if sums is None or sums.n <= 0:
+            return None
+        end = start + window_length(granularity)
+        period = reference_period(model, start, end)
+        reference = None
+        if period is not None and not period.contains_window:
+            reference = cache.get(session, model, key, period.start, period.end)
+    except CountOverflow as exc:
+        raise InvalidInput("granularity", f"{exc}; use a finer granularity") from None
     result = compute_window_result(
         model,
         sums,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from itertools import permutations
+from itertools import pairwise, permutations
 from types import SimpleNamespace
 
 import numpy as np
@@ -158,5 +158,5 @@ def test_any_order_and_grouping_folds_bit_for_bit(seed: int, data: st.DataObject
     order = data.draw(st.permutations(range(len(deltas))))
     cuts = sorted(data.draw(st.sets(st.integers(1, len(deltas) - 1))))
     bounds = [0, *cuts, len(deltas)]
-    groups = [list(order[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    groups = [list(order[a:b]) for a, b in pairwise(bounds)]
     assert _bits(_fold_in_groups(deltas, groups)) == reference
