@@ -34,7 +34,12 @@ def build_loop(
     stop: threading.Event,
 ) -> WorkerLoop[object]:
     """A loop over the database queue with the given settings."""
-    jobs = DatabaseJobs(session_factory, lease_seconds=worker_settings.lease_seconds)
+    jobs = DatabaseJobs(
+        session_factory,
+        lease_seconds=worker_settings.lease_seconds,
+        batch_retention_hours=worker_settings.batch_retention_hours,
+        housekeeping_interval_seconds=worker_settings.housekeeping_interval_seconds,
+    )
     return WorkerLoop(
         jobs,  # type: ignore[arg-type]
         stop=stop,

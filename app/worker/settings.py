@@ -38,6 +38,15 @@ class WorkerSettings(BaseSettings):
     backoff_max_seconds: float = Field(
         default=5.0, gt=0, description="longest wait between two retries while the database is down"
     )
+    batch_retention_hours: float = Field(
+        default=168.0,
+        ge=24,
+        description="batch rows (which hold the idempotency keys) older than this are "
+        "deleted by the worker's housekeeping; a replay is recognised at least this long",
+    )
+    housekeeping_interval_seconds: float = Field(
+        default=300.0, gt=0, description="how often a worker runs its housekeeping"
+    )
     warm_up: bool = Field(
         default=True,
         description="compute one synthetic window before the first claim (builds the "
