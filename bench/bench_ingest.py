@@ -1,14 +1,25 @@
-"""Ingestion throughput through HTTP, against a parse-only ceiling measured in the same run.
+"""Ingestion throughput through HTTP, against ceilings measured in the same run.
 
-A real uvicorn server on 127.0.0.1 serves the priorwatch app plus one extra
-route, ``POST /bench/parse``, that only reads the same body and parses it
-with orjson (the ceiling: what any JSON endpoint must pay). Clients post raw
-JSON batches of 100,000 (score, label) rows with 1 and 4 concurrent clients,
-on SQLite and on PostgreSQL (skipped if unreachable), and the script prints
-rows/s for both endpoints and their ratio (target >= 0.5).
+A real uvicorn server on 127.0.0.1 serves the priorwatch app plus two extra
+routes: ``POST /bench/parse`` only reads the same body and parses it with
+orjson (the ceiling of large batches: what any JSON endpoint must pay), and
+``POST /bench/append`` parses and bins it as ingestion does and appends one
+row per batch to the same database (the ceiling of small batches: what any
+endpoint that stores a batch must pay).
 
-Usage: ``python bench/bench_ingest.py [--rows 100000] [--batches 6] [--backends sqlite,postgres]``.
-Every loop is bounded; the server is stopped and temporary databases removed.
+* Large batches (default): raw JSON batches of 100,000 (score, label) rows
+  with 1 and 4 concurrent clients against ``/bench/parse``.
+* ``--small``: 100-row batches from 8 concurrent clients into one window,
+  with a worker folding meanwhile (a ``priorwatch worker`` process on
+  PostgreSQL, the embedded worker thread on SQLite), against
+  ``/bench/append``; prints batches/s, and on PostgreSQL the WAL bytes
+  written per stored batch (``pg_current_wal_lsn`` before and after).
+
+Both on SQLite and on PostgreSQL (skipped if unreachable); ratio target >= 0.5.
+
+Usage: ``python bench/bench_ingest.py [--rows 100000] [--batches 8] [--backends sqlite,postgres]``
+or ``python bench/bench_ingest.py --small [--batches 400]``.
+Every loop is bounded; the servers are stopped and temporary databases removed.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ import numpy as np
 import orjson
 from _common import postgres_database
 from fastapi import Request
+from sqlalchemy.orm import Session
 from starlette.responses import Response
 
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
@@ -39,24 +51,71 @@ ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
 # --- server side (child process) ---------------------------------------------
 
 
-def serve(database_url: str, port: int) -> None:
+APPEND_TABLE = "bench_append"
+
+
+def serve(database_url: str, port: int, embedded_worker: bool) -> None:
     import uvicorn
+    from sqlalchemy import text
+    from starlette.concurrency import run_in_threadpool
 
     from app.config import Settings
+    from app.db import queries
+    from app.db.session import make_engine
     from app.main import create_app
+    from app.services.batch_parsing import parse_batch
+    from app.services.model_config import ModelConfig
 
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]
         database_url=database_url,
         admin_token=ADMIN_TOKEN,
-        embedded_worker=False,
+        embedded_worker=embedded_worker,
     )
     app = create_app(settings)
+    engine = make_engine(database_url, settings)
+    blob = "bytea" if engine.dialect.name == "postgresql" else "blob"
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                f"CREATE TABLE IF NOT EXISTS {APPEND_TABLE} "
+                f"(id varchar(32) PRIMARY KEY, n bigint, positives bigint, bins {blob})"
+            )
+        )
+    models: dict[str, ModelConfig] = {}
+
+    def parse_bin_append(body: bytes) -> int:
+        with engine.begin() as conn:
+            if "bench" not in models:
+                with Session(bind=conn) as session:
+                    row = queries.get_model_by_name(session, "bench")
+                    assert row is not None
+                    models["bench"] = ModelConfig.from_row(row)
+            parsed = parse_batch(body, models["bench"], settings, datetime.now(UTC))
+            assert parsed.hist_positives is not None and parsed.hist_negatives is not None
+            nonzero = np.flatnonzero(parsed.hist_positives | parsed.hist_negatives)
+            conn.execute(
+                text(f"INSERT INTO {APPEND_TABLE} VALUES (:id, :n, :p, :bins)"),
+                {
+                    "id": uuid.uuid4().hex,
+                    "n": parsed.n,
+                    "p": parsed.positives,
+                    "bins": nonzero.astype("<i4").tobytes()
+                    + parsed.hist_positives[nonzero].tobytes()
+                    + parsed.hist_negatives[nonzero].tobytes(),
+                },
+            )
+            return parsed.n
 
     @app.post("/bench/parse", status_code=202)
     async def parse_only(request: Request) -> Response:
         doc = orjson.loads(await request.body())
         return Response(orjson.dumps({"count": len(doc["scores"])}), status_code=202)
+
+    @app.post("/bench/append", status_code=202)
+    async def parse_bin_and_append(request: Request) -> Response:
+        count = await run_in_threadpool(parse_bin_append, await request.body())
+        return Response(orjson.dumps({"count": count}), status_code=202)
 
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
@@ -71,10 +130,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def server(database_url: str) -> Iterator[str]:
+def server(database_url: str, *, embedded_worker: bool = False) -> Iterator[str]:
     port = _free_port()
+    command = [sys.executable, __file__, "--serve", database_url, "--port", str(port)]
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", database_url, "--port", str(port)],
+        [*command, *(["--embedded-worker"] if embedded_worker else [])],
         cwd=Path(__file__).resolve().parent.parent,
     )
     base = f"http://127.0.0.1:{port}"
@@ -152,23 +212,23 @@ def run_clients(
     return elapsed
 
 
+def _register(base: str) -> dict[str, str]:
+    """Register the bench model; the headers of an ingest key."""
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    httpx.post(
+        f"{base}/v1/models", json={"name": "bench", "pi0": 0.05}, headers=admin
+    ).raise_for_status()
+    key = httpx.post(f"{base}/v1/models/bench/keys", json={"scopes": ["ingest"]}, headers=admin)
+    key.raise_for_status()
+    return {"Authorization": f"Bearer {key.json()['token']}", "Content-Type": "application/json"}
+
+
 def bench_backend(backend: str, rows: int, batches: int, rounds: int) -> None:
     with database(backend) as url:
         if url is None:
             return
         with server(url) as base:
-            admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-            httpx.post(
-                f"{base}/v1/models", json={"name": "bench", "pi0": 0.05}, headers=admin
-            ).raise_for_status()
-            key = httpx.post(
-                f"{base}/v1/models/bench/keys", json={"scopes": ["ingest"]}, headers=admin
-            )
-            key.raise_for_status()
-            headers = {
-                "Authorization": f"Bearer {key.json()['token']}",
-                "Content-Type": "application/json",
-            }
+            headers = _register(base)
             bodies = [make_body(rows, seed) for seed in range(4)]
             mb = len(bodies[0]) / 1e6
             # warm up both paths (imports, caches, connections)
@@ -201,6 +261,94 @@ def bench_backend(backend: str, rows: int, batches: int, rounds: int) -> None:
                 )
 
 
+@contextmanager
+def worker_process(database_url: str) -> Iterator[None]:
+    """A ``priorwatch worker`` process on ``database_url`` (PostgreSQL), stopped after."""
+    import os
+
+    env = {**os.environ, "PRIORWATCH_DATABASE_URL": database_url}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from app.cli import main; main()", "worker"],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # bounded: the worker logs "ready" or exits (EOF)
+            if "worker ready" in line:
+                break
+        threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep draining
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def _wal_lsn(database_url: str) -> int | None:
+    """The PostgreSQL WAL position in bytes (None on SQLite)."""
+    import sqlalchemy as sa
+
+    if not database_url.startswith("postgresql"):
+        return None
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            return int(
+                conn.execute(sa.text("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")).scalar_one()
+            )
+    finally:
+        engine.dispose()
+
+
+def bench_small(backend: str, rows: int, batches: int, clients: int, rounds: int) -> None:
+    """Small batches from concurrent clients into one window, a worker running."""
+    with database(backend) as url:
+        if url is None:
+            return
+        embedded = backend == "sqlite"
+        with server(url, embedded_worker=embedded) as base:
+            headers = _register(base)
+            with worker_process(url) if not embedded else contextmanager(lambda: iter([None]))():
+                bodies = [make_body(rows, seed) for seed in range(64)]
+                run_clients(f"{base}/bench/append", headers, bodies, clients, 4)  # warm up
+                run_clients(f"{base}/v1/models/bench/batches", headers, bodies, clients, 4)
+                per_client = max(1, batches // clients)
+                n = clients * per_client
+                ceiling = ingest = float("inf")
+                wal_ceiling = wal_ingest = None
+                for _ in range(rounds):
+                    before = _wal_lsn(url)
+                    elapsed = run_clients(
+                        f"{base}/bench/append", headers, bodies, clients, per_client
+                    )
+                    after = _wal_lsn(url)
+                    ceiling = min(ceiling, elapsed)
+                    if before is not None and after is not None:
+                        wal_ceiling = (after - before) / n
+                    before = _wal_lsn(url)
+                    elapsed = run_clients(
+                        f"{base}/v1/models/bench/batches", headers, bodies, clients, per_client
+                    )
+                    after = _wal_lsn(url)
+                    ingest = min(ingest, elapsed)
+                    if before is not None and after is not None:
+                        wal_ingest = (after - before) / n
+        wal = (
+            ""
+            if wal_ingest is None or wal_ceiling is None
+            else f"  WAL/batch: ingest {wal_ingest / 1e3:.1f} kB, append {wal_ceiling / 1e3:.1f} kB"
+            " (ingest includes the worker's folds meanwhile)"
+        )
+        print(
+            f"  {backend:8s} clients={clients}  rows={rows}  "
+            f"append ceiling {n / ceiling:7.1f} batches/s   "
+            f"ingest {n / ingest:7.1f} batches/s   ratio {ceiling / ingest:5.2f}  "
+            f"({n} batches x {rounds} rounds){wal}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--serve", metavar="DATABASE_URL", help=argparse.SUPPRESS)
@@ -211,9 +359,23 @@ def main() -> None:
         "--rounds", type=int, default=3, help="rounds per configuration (best kept)"
     )
     parser.add_argument("--backends", default="sqlite,postgres")
+    parser.add_argument("--small", action="store_true", help="100-row batches, 8 clients")
+    parser.add_argument("--clients", type=int, default=8, help="clients of --small")
+    parser.add_argument("--embedded-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.port)
+        serve(args.serve, args.port, args.embedded_worker)
+        return
+    if args.small:
+        rows = 100 if args.rows == 100_000 else args.rows
+        batches = 400 if args.batches == 8 else args.batches
+        print(
+            f"bench_ingest --small: {rows} rows per batch, {args.clients} clients, "
+            f"{batches} batches per round, best of {args.rounds} rounds, a worker running "
+            "(ratio = ingest / parse-bin-append ceiling, target >= 0.5)"
+        )
+        for backend in args.backends.split(","):
+            bench_small(backend.strip(), rows, batches, args.clients, args.rounds)
         return
     print(
         f"bench_ingest: {args.rows:,} rows per batch, {args.batches} batches per round, "

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Float, Subquery, cast, func, select
+from sqlalchemy import BigInteger, Float, String, Subquery, cast, func, literal, select, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -53,48 +53,48 @@ def count_batches(session: Session, model_id: int) -> int:
     )
 
 
-def model_example_total(session: Session, model_id: int) -> float:
-    """Examples stored for the model: its all-traffic windows' ``n`` plus their unfolded deltas.
-
-    Summed as floating point, which cannot overflow (an integer SUM raises on
-    SQLite past 2^63); exact to a few parts in 10^16, enough for a ceiling.
-    A plain read: it takes no lock (docs/api.md, "Count limits").
-    """
-    folded = session.scalar(
-        select(func.sum(cast(WindowAggregate.n, Float))).where(
-            WindowAggregate.model_id == model_id, WindowAggregate.segment == ALL_SEGMENTS
-        )
-    )
-    unfolded = session.scalar(
-        select(func.sum(cast(BatchDelta.n, Float))).where(
-            BatchDelta.model_id == model_id, BatchDelta.segment == ALL_SEGMENTS
-        )
-    )
-    return float(folded or 0.0) + float(unfolded or 0.0)
-
-
-def window_example_counts(
+def example_totals(
     session: Session, model_id: int, window_start: datetime, segments: Sequence[str]
-) -> list[int]:
-    """Examples in each of the window's aggregates (``segments``), unfolded deltas included.
+) -> tuple[list[int], float]:
+    """Examples in the window's aggregates and in the whole model, unfolded deltas included.
 
-    A plain read (no lock): a batch committed meanwhile is not seen, which the
-    headroom of the count ceilings absorbs (app/services/count_limits.py).
+    One statement, a plain read (no lock): a batch committed meanwhile is not
+    seen, which the headroom of the count ceilings absorbs
+    (app/services/count_limits.py).
+
+    Returns
+    -------
+    window_counts : list of int
+        Examples of each aggregate of ``segments`` (the window's), in order.
+    model_total : float
+        Examples of the model's all-traffic windows, summed as floating point,
+        which cannot overflow (an integer SUM raises on SQLite past 2^63);
+        exact to a few parts in 10^16, enough for a ceiling.
     """
-    counts: dict[str, int] = dict.fromkeys(segments, 0)
-    for column, table in ((WindowAggregate.n, WindowAggregate), (BatchDelta.n, BatchDelta)):
-        rows = session.execute(
-            select(table.segment, func.sum(column))
+    parts = []
+    for table in (WindowAggregate, BatchDelta):
+        parts.append(
+            select(table.segment, func.sum(table.n), literal(None, Float))
             .where(
                 table.model_id == model_id,
                 table.window_start == window_start,
                 table.segment.in_(list(segments)),
             )
             .group_by(table.segment)
-        ).all()
-        for segment, n in rows:
+        )
+        parts.append(
+            select(
+                literal(None, String), literal(None, BigInteger), func.sum(cast(table.n, Float))
+            ).where(table.model_id == model_id, table.segment == ALL_SEGMENTS)
+        )
+    counts: dict[str, int] = dict.fromkeys(segments, 0)
+    model_total = 0.0
+    for segment, n, total in session.execute(union_all(*parts)).all():
+        if segment is not None:
             counts[segment] += int(n or 0)
-    return list(counts.values())
+        else:
+            model_total += float(total or 0.0)
+    return list(counts.values()), model_total
 
 
 def ensure_window_aggregates(

@@ -64,7 +64,7 @@ def check_room(
         Examples already in each window aggregate the batch goes to.
     model_total : float
         Examples already stored for the model (all traffic, every window;
-        a float sum, see :func:`app.db.queries.model_example_total`).
+        a float sum, see :func:`app.db.queries.example_totals`).
     """
     fullest = max(stored_window_counts, default=0)
     if fullest + added > MAX_WINDOW_COUNT:

@@ -102,12 +102,10 @@ def _store(
         )
     )
     segments = [ALL_SEGMENTS] if parsed.segment is None else [ALL_SEGMENTS, parsed.segment]
-    check_room(
-        parsed.kind,
-        parsed.n,
-        queries.window_example_counts(session, model.id, parsed.window_start, segments),
-        queries.model_example_total(session, model.id),
+    window_counts, model_total = queries.example_totals(
+        session, model.id, parsed.window_start, segments
     )
+    check_room(parsed.kind, parsed.n, window_counts, model_total)
     queries.ensure_window_aggregates(
         session, model.id, parsed.window_start, segments, model.thresholds, now
     )
