@@ -53,28 +53,41 @@ def count_batches(session: Session, model_id: int) -> int:
     )
 
 
+@dataclass(frozen=True)
+class ExampleTotals:
+    """What :func:`example_totals` read.
+
+    Attributes
+    ----------
+    window_counts : examples of each aggregate of the window, in the order asked.
+    model_total : examples of the model's all-traffic windows, summed as
+        floating point, which cannot overflow (an integer SUM raises on SQLite
+        past 2^63); exact to a few parts in 10^16, enough for a ceiling.
+    missing : the aggregates of the window that do not exist yet.
+    """
+
+    window_counts: list[int]
+    model_total: float
+    missing: list[str]
+
+
 def example_totals(
     session: Session, model_id: int, window_start: datetime, segments: Sequence[str]
-) -> tuple[list[int], float]:
+) -> ExampleTotals:
     """Examples in the window's aggregates and in the whole model, unfolded deltas included.
 
     One statement, a plain read (no lock): a batch committed meanwhile is not
     seen, which the headroom of the count ceilings absorbs
     (app/services/count_limits.py).
 
-    Returns
-    -------
-    window_counts : list of int
-        Examples of each aggregate of ``segments`` (the window's), in order.
-    model_total : float
-        Examples of the model's all-traffic windows, summed as floating point,
-        which cannot overflow (an integer SUM raises on SQLite past 2^63);
-        exact to a few parts in 10^16, enough for a ceiling.
+    The ``kind`` column tells the aggregates' rows (0) from the deltas' (1),
+    so that the caller knows which aggregate rows must still be created.
     """
     parts = []
-    for table in (WindowAggregate, BatchDelta):
+    tables: tuple[type[WindowAggregate] | type[BatchDelta], ...] = (WindowAggregate, BatchDelta)
+    for kind, table in enumerate(tables):
         parts.append(
-            select(table.segment, func.sum(table.n), literal(None, Float))
+            select(literal(kind), table.segment, func.sum(table.n), literal(None, Float))
             .where(
                 table.model_id == model_id,
                 table.window_start == window_start,
@@ -84,17 +97,24 @@ def example_totals(
         )
         parts.append(
             select(
-                literal(None, String), literal(None, BigInteger), func.sum(cast(table.n, Float))
+                literal(kind),
+                literal(None, String),
+                literal(None, BigInteger),
+                func.sum(cast(table.n, Float)),
             ).where(table.model_id == model_id, table.segment == ALL_SEGMENTS)
         )
     counts: dict[str, int] = dict.fromkeys(segments, 0)
+    existing: set[str] = set()
     model_total = 0.0
-    for segment, n, total in session.execute(union_all(*parts)).all():
-        if segment is not None:
-            counts[segment] += int(n or 0)
-        else:
+    for kind, segment, n, total in session.execute(union_all(*parts)).all():
+        if segment is None:
             model_total += float(total or 0.0)
-    return list(counts.values()), model_total
+            continue
+        counts[segment] += int(n or 0)
+        if kind == 0:
+            existing.add(segment)
+    missing = [s for s in segments if s not in existing]
+    return ExampleTotals(list(counts.values()), model_total, missing)
 
 
 def ensure_window_aggregates(

@@ -11,8 +11,9 @@ Order of work for ``POST /v1/models/{name}/batches``:
    and the model's totals, unfolded deltas included (app/services/
    count_limits.py; plain reads, no lock), insert the batch row and its
    deltas (one per aggregate it counts in: all traffic, and the segment's if
-   any), and create the window's aggregate rows if missing (``ON CONFLICT DO
-   NOTHING``: an existing row is neither written nor locked); commit. Any
+   any), and create the window's aggregate rows if the read found them
+   missing (``ON CONFLICT DO NOTHING``: a row created meanwhile by another
+   batch is neither written nor locked); commit. Any
    failure rolls all of it back. No statement waits for another batch's
    transaction (but for the first creation of an aggregate row); the worker
    folds the deltas into the aggregates later (app/services/window_refresh.py).
@@ -102,13 +103,12 @@ def _store(
         )
     )
     segments = [ALL_SEGMENTS] if parsed.segment is None else [ALL_SEGMENTS, parsed.segment]
-    window_counts, model_total = queries.example_totals(
-        session, model.id, parsed.window_start, segments
-    )
-    check_room(parsed.kind, parsed.n, window_counts, model_total)
-    queries.ensure_window_aggregates(
-        session, model.id, parsed.window_start, segments, model.thresholds, now
-    )
+    totals = queries.example_totals(session, model.id, parsed.window_start, segments)
+    check_room(parsed.kind, parsed.n, totals.window_counts, totals.model_total)
+    if totals.missing:  # the window's first batch (or a concurrent one): create the rows
+        queries.ensure_window_aggregates(
+            session, model.id, parsed.window_start, totals.missing, model.thresholds, now
+        )
     delta = Delta.from_batch(batch_id, parsed)
     session.flush()  # the batch row first: a reused key fails here, before the deltas
     session.execute(
