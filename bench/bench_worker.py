@@ -182,13 +182,14 @@ def freshness(
             post(factory, model, settings, at, rng)
             committed = time.perf_counter()
             with factory() as session:
-                target = session.scalar(
+                folded = session.scalar(
                     sa.text(
                         "SELECT version FROM window_aggregate WHERE model_id = :m "
                         "AND segment = '*' AND window_start = :s"
                     ),
                     {"m": model.id, "s": start},
                 )
+            target = int(folded or 0) + 1  # the fold of this batch's delta (one at a time)
             deadline = time.monotonic() + WAIT_SECONDS
             while time.monotonic() < deadline:
                 with factory() as session:
