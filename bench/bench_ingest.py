@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -61,7 +61,7 @@ def serve(database_url: str, port: int, embedded_worker: bool) -> None:
 
     from app.config import Settings
     from app.db import queries
-    from app.db.session import make_engine
+    from app.db.session import make_engine, write_transaction
     from app.main import create_app
     from app.services.batch_parsing import parse_batch
     from app.services.model_config import ModelConfig
@@ -85,26 +85,27 @@ def serve(database_url: str, port: int, embedded_worker: bool) -> None:
     models: dict[str, ModelConfig] = {}
 
     def parse_bin_append(body: bytes) -> int:
-        with engine.begin() as conn:
+        with Session(engine) as session:
             if "bench" not in models:
-                with Session(bind=conn) as session:
-                    row = queries.get_model_by_name(session, "bench")
-                    assert row is not None
-                    models["bench"] = ModelConfig.from_row(row)
+                row = queries.get_model_by_name(session, "bench")
+                assert row is not None
+                models["bench"] = ModelConfig.from_row(row)
+                session.rollback()
             parsed = parse_batch(body, models["bench"], settings, datetime.now(UTC))
             assert parsed.hist_positives is not None and parsed.hist_negatives is not None
             nonzero = np.flatnonzero(parsed.hist_positives | parsed.hist_negatives)
-            conn.execute(
-                text(f"INSERT INTO {APPEND_TABLE} VALUES (:id, :n, :p, :bins)"),
-                {
-                    "id": uuid.uuid4().hex,
-                    "n": parsed.n,
-                    "p": parsed.positives,
-                    "bins": nonzero.astype("<i4").tobytes()
-                    + parsed.hist_positives[nonzero].tobytes()
-                    + parsed.hist_negatives[nonzero].tobytes(),
-                },
-            )
+            with write_transaction(session):  # as ingestion writes (BEGIN IMMEDIATE on SQLite)
+                session.execute(
+                    text(f"INSERT INTO {APPEND_TABLE} VALUES (:id, :n, :p, :bins)"),
+                    {
+                        "id": uuid.uuid4().hex,
+                        "n": parsed.n,
+                        "p": parsed.positives,
+                        "bins": nonzero.astype("<i4").tobytes()
+                        + parsed.hist_positives[nonzero].tobytes()
+                        + parsed.hist_negatives[nonzero].tobytes(),
+                    },
+                )
             return parsed.n
 
     @app.post("/bench/parse", status_code=202)
@@ -334,7 +335,7 @@ def bench_small(backend: str, rows: int, batches: int, clients: int, rounds: int
         embedded = backend == "sqlite"
         with server(url, embedded_worker=embedded) as base:
             headers = _register(base)
-            with worker_process(url) if not embedded else contextmanager(lambda: iter([None]))():
+            with worker_process(url) if not embedded else nullcontext():
                 bodies = [make_body(rows, seed) for seed in range(64)]
                 run_clients(f"{base}/bench/append", headers, bodies, clients, 4)  # warm up
                 run_clients(f"{base}/v1/models/bench/batches", headers, bodies, clients, 4)

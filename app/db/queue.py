@@ -140,27 +140,37 @@ def _lease_free(now: datetime) -> Any:
     return or_(WA.lease_expires_at.is_(None), WA.lease_expires_at <= now)
 
 
-def _claimable(now: datetime) -> Select[Any]:
+def _settled(waiting: Subquery, now: datetime, settle_seconds: float) -> Any:
+    """The window's oldest waiting change is at least ``settle_seconds`` old."""
+    return waiting.c.since <= now - timedelta(seconds=settle_seconds)
+
+
+def _claimable(now: datetime, settle_seconds: float) -> Select[Any]:
     waiting = _waiting()
     return (
         _joined_waiting([WA], waiting)
-        .where(_lease_free(now))
+        .where(_lease_free(now), _settled(waiting, now, settle_seconds))
         .order_by(waiting.c.since, WA.model_id, WA.segment, WA.window_start)
         .limit(1)
         .with_for_update(skip_locked=True, of=WA)
     )
 
 
-def any_claimable(session: Session) -> bool:
+def any_claimable(session: Session, *, settle_seconds: float = 0.0) -> bool:
     """Whether some window is waiting (a plain read: takes no lock)."""
     now = database_now(session)
+    waiting = _waiting()
     found = session.scalar(
-        _joined_waiting([WA.model_id], _waiting()).where(_lease_free(now)).limit(1)
+        _joined_waiting([WA.model_id], waiting)
+        .where(_lease_free(now), _settled(waiting, now, settle_seconds))
+        .limit(1)
     )
     return found is not None
 
 
-def claim_next(session: Session, *, lease_seconds: float) -> tuple[Claim, WindowAggregate] | None:
+def claim_next(
+    session: Session, *, lease_seconds: float, settle_seconds: float = 0.0
+) -> tuple[Claim, WindowAggregate] | None:
     """Claim the oldest dirty window that no live lease holds.
 
     Parameters
@@ -179,7 +189,9 @@ def claim_next(session: Session, *, lease_seconds: float) -> tuple[Claim, Window
         with :func:`claimed_deltas` in the same transaction.
     """
     now = database_now(session)
-    row = session.scalars(_claimable(now).execution_options(populate_existing=True)).one_or_none()
+    row = session.scalars(
+        _claimable(now, settle_seconds).execution_options(populate_existing=True)
+    ).one_or_none()
     if row is None:
         return None
     expires = now + timedelta(seconds=lease_seconds)

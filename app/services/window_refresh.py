@@ -73,19 +73,23 @@ class Outcome(enum.Enum):
     """Another worker claimed the window since: nothing was written."""
 
 
-def claim_window(session: Session, *, lease_seconds: float) -> ClaimedWindow | None:
+def claim_window(
+    session: Session, *, lease_seconds: float, settle_seconds: float = 0.0
+) -> ClaimedWindow | None:
     """Claim the oldest dirty window (one transaction); None when none is waiting.
 
     On SQLite an idle poll only reads: the database write lock is taken only
     when a window is waiting, so an idle worker never makes writers wait.
     """
     if session.get_bind().dialect.name == "sqlite":
-        waiting = queue.any_claimable(session)
+        waiting = queue.any_claimable(session, settle_seconds=settle_seconds)
         session.rollback()
         if not waiting:
             return None
     with write_transaction(session):
-        found = queue.claim_next(session, lease_seconds=lease_seconds)
+        found = queue.claim_next(
+            session, lease_seconds=lease_seconds, settle_seconds=settle_seconds
+        )
         if found is None:
             return None
         claim, row = found

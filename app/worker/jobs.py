@@ -44,6 +44,8 @@ class DatabaseJobs:
         Age after which a batch row (its idempotency key) is deleted.
     housekeeping_interval_seconds : float
         Time between two housekeeping runs of this worker.
+    settle_seconds : float
+        Claim a window only once its oldest waiting change is this old.
     """
 
     def __init__(
@@ -53,11 +55,13 @@ class DatabaseJobs:
         lease_seconds: float,
         batch_retention_hours: float = 168.0,
         housekeeping_interval_seconds: float = 300.0,
+        settle_seconds: float = 0.0,
     ) -> None:
         self.session_factory = session_factory
         self.lease_seconds = lease_seconds
         self.batch_retention = timedelta(hours=batch_retention_hours)
         self.housekeeping_interval_seconds = housekeeping_interval_seconds
+        self.settle_seconds = settle_seconds
         self.cache = ReferenceCache()
         self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
         self._next_housekeeping = time.monotonic()
@@ -83,7 +87,9 @@ class DatabaseJobs:
             self._next_housekeeping = time.monotonic() + self.housekeeping_interval_seconds
             self.housekeeping()
         with self.session_factory() as session:
-            return claim_window(session, lease_seconds=self.lease_seconds)
+            return claim_window(
+                session, lease_seconds=self.lease_seconds, settle_seconds=self.settle_seconds
+            )
 
     def run(self, job: ClaimedWindow) -> None:
         with self.session_factory() as session:

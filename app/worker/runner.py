@@ -39,6 +39,7 @@ def build_loop(
         lease_seconds=worker_settings.lease_seconds,
         batch_retention_hours=worker_settings.batch_retention_hours,
         housekeeping_interval_seconds=worker_settings.housekeeping_interval_seconds,
+        settle_seconds=worker_settings.settle_seconds,
     )
     return WorkerLoop(
         jobs,  # type: ignore[arg-type]

@@ -38,6 +38,14 @@ class WorkerSettings(BaseSettings):
     backoff_max_seconds: float = Field(
         default=5.0, gt=0, description="longest wait between two retries while the database is down"
     )
+    settle_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=60,
+        description="claim a window only once its oldest waiting change is this old, so "
+        "that one computation folds the deltas of this span (a window under steady "
+        "traffic is refreshed about once per settle interval)",
+    )
     batch_retention_hours: float = Field(
         default=168.0,
         ge=24,
