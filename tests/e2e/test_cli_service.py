@@ -76,7 +76,9 @@ def test_models_and_keys(service: str) -> None:
     assert (model["name"], model["pi0"], model["window"], model["segments"]) == (
         "cli-model", 0.05, "15m", ["eu"]
     )  # fmt: skip
-    assert model["sla"] == [
+    # the service may store more per objective (how it is judged): compare what was sent
+    sent = [{k: o[k] for k in ("metric", "op", "target")} for o in model["sla"]]
+    assert sent == [
         {"metric": "f1", "op": ">=", "target": 0.6},
         {"metric": "recall", "op": ">=", "target": 0.5},
     ]
