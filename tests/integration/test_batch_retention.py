@@ -17,7 +17,6 @@ from app.services.ingestion import ingest_batch
 from app.services.model_config import ModelConfig
 from app.worker.jobs import DatabaseJobs
 
-
 AT = utcnow()
 
 

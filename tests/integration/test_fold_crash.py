@@ -145,3 +145,23 @@ def test_a_worker_killed_between_fold_and_commit_folds_nothing(
         assert done.returncode == -signal.SIGKILL, done.stderr
         assert "deltas left in the transaction: 0" in done.stdout  # killed after the fold
         _recover_and_check(factory, model_id)
+
+
+def test_a_claimed_delta_gone_at_fold_time_rolls_the_fold_back(
+    database_url: str, settings: Settings
+) -> None:
+    """The fold deletes every claimed delta or nothing (a delta is never folded twice)."""
+    with session_factory_for(database_url) as factory:
+        model_id = _fill(factory, settings)
+        with factory() as session:
+            claimed = claim_window(session, lease_seconds=30)
+        assert claimed is not None
+        with factory() as session, session.begin():  # as if another fold had taken one
+            session.execute(
+                sa.delete(BatchDelta).where(BatchDelta.batch_id == claimed.batch_ids[0])
+            )
+        with factory() as session, pytest.raises(queue.DoubleFold):
+            persist_result(session, claimed, DUMMY)
+        (row,) = aggregate_rows(factory, model_id)
+        assert (row.n, row.batches, row.version) == (0, 0, 0)  # nothing folded
+        assert _deltas(factory) == BATCHES - 1
