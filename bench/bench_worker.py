@@ -52,6 +52,7 @@ from app.services.models import create_model
 from app.services.window_compute import compute_window_result
 from app.services.window_sums import WindowSums
 from app.services.windowing import window_length, window_start
+from app.worker.jobs import DatabaseJobs
 
 WAIT_SECONDS = 300.0
 
@@ -249,6 +250,9 @@ def main() -> None:
         last = window_start(now(), model.window)
         for k in range(args.windows):
             post(factory, model, settings, last - k * length, rng)
+        jobs = DatabaseJobs(factory, lease_seconds=60)  # fold the batches' deltas
+        while (job := jobs.claim()) is not None:
+            jobs.run(job)
         print(f"backlog: {args.windows} windows of {model.n_bins} bins, 5,000 rows each")
         per_window = compute_only(factory, model)
         print(
