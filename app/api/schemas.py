@@ -69,6 +69,12 @@ class SlaObjective(_Strict):
     metric: str = Field(min_length=1, max_length=64, examples=["calibrated_f1"])
     op: Literal[">=", "<="]
     target: float = Field(allow_inf_nan=False)
+    id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.:@=-]{1,64}$",
+        description="stable name in Prometheus labels (default: metric and op, e.g. "
+        "calibrated_f1_ge); unique within the model",
+    )
 
 
 class DriftReference(_Strict):

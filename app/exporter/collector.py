@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -46,7 +46,7 @@ from sqlalchemy.orm import Session
 from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMetrics
 from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
-from app.exporter.text import Series, render_families, sample_lines
+from app.exporter.text import Series, render_families, render_series, sample_lines
 from app.services.sla import BREACHED, MET, Objective, evaluate_objective
 from app.services.windowing import window_length
 from app.worker.queue import QueueStats, queue_stats
@@ -333,9 +333,14 @@ def window_series(model: ModelRow, segment: str, window: LatestWindow) -> Series
         result = evaluate_objective(objective, window.metrics, window.intervals, window.reasons)
         if result.status in (MET, BREACHED):
             out[names.SLA_MET].append(
-                ((*labels, objective.label), 1.0 if result.status == MET else 0.0)
+                ((*labels, *objective_labels(objective)), 1.0 if result.status == MET else 0.0)
             )
     return out
+
+
+def objective_labels(objective: Objective) -> tuple[str, str, str]:
+    """The ``objective``, ``metric`` and ``op`` labels of an SLA objective (no target)."""
+    return (objective.id, objective.metric, objective.op)
 
 
 def _add_drift(out: Series, labels: tuple[str, str], drift: Mapping[str, Any] | None) -> None:
@@ -362,7 +367,9 @@ def model_series(models: Iterable[ModelRow], queue: QueueStats) -> Series:
         out[names.BATCHES_INGESTED].append(((model.name,), float(model.batches)))
         out[names.PREDICTIONS_INGESTED].append(((model.name,), float(model.rows)))
         for objective in model.objectives:
-            out[names.SLA_TARGET].append(((model.name, objective.label), objective.target))
+            out[names.SLA_TARGET].append(
+                ((model.name, *objective_labels(objective)), objective.target)
+            )
     out[names.DIRTY_WINDOWS].append(((), float(queue.dirty_windows)))
     out[names.WORKER_LAG].append(((), queue.lag_seconds))
     return out
@@ -421,6 +428,16 @@ def families(snapshot: Snapshot) -> tuple[Metric, ...]:
     return tuple(out)
 
 
+class SeriesPart(Protocol):
+    """More families for :meth:`WindowResultsCollector.render_text`, read in its session."""
+
+    specs: tuple[FamilySpec, ...]
+
+    def read(self, session: Session, models: tuple[ModelRow, ...]) -> Series:
+        """The samples of :attr:`specs`, by family."""
+        ...
+
+
 ChunkKey = tuple[WindowKey, str, str, str, tuple[Objective, ...]]
 """What one window's text depends on: the stored result and aggregate version
 (WindowKey), the segment label, the model's name, window length and objectives."""
@@ -433,6 +450,9 @@ class WindowResultsCollector(Collector):
     ----------
     session_factory : callable returning a Session
         A new session per scrape; it is only read from, then closed.
+    parts : sequence of SeriesPart
+        Families :meth:`render_text` writes after its own (e.g. the streaks of
+        app/exporter/streaks.py), read in the same session with the same models.
 
     ``collect`` serves any prometheus_client registry. ``GET /metrics`` uses
     :meth:`render_text`: the same series in the text format, written by
@@ -441,8 +461,11 @@ class WindowResultsCollector(Collector):
     kept until its stored result, aggregate version or model settings change.
     """
 
-    def __init__(self, session_factory: Callable[[], Session]) -> None:
+    def __init__(
+        self, session_factory: Callable[[], Session], parts: Iterable[SeriesPart] = ()
+    ) -> None:
         self._session_factory = session_factory
+        self._parts = tuple(parts)
         self._lock = threading.Lock()
         self._chunks: dict[ChunkKey, dict[str, str]] = {}
 
@@ -478,6 +501,7 @@ class WindowResultsCollector(Collector):
                 missing = [k[0] for k in wanted if k not in cached]
                 fetched = read_latest_windows(session, missing) if missing else []
                 queue = queue_stats(session)
+                extra = [(part.specs, part.read(session, models)) for part in self._parts]
             finally:
                 session.rollback()
         chunks: dict[ChunkKey, dict[str, str]] = {k: cached[k] for k in wanted if k in cached}
@@ -501,7 +525,8 @@ class WindowResultsCollector(Collector):
         for spec in FAMILIES:
             if spec.name in others:
                 parts[spec.name].append(sample_lines(spec, others[spec.name]))
-        return render_families(FAMILIES, parts)
+        text = render_families(FAMILIES, parts)
+        return text + "".join(render_series(specs, samples) for specs, samples in extra)
 
 
 def _chunk_key(model: ModelRow, segment: str, key: WindowKey) -> ChunkKey:

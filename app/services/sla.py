@@ -72,21 +72,39 @@ CSV_COLUMNS: tuple[str, ...] = (
 """Columns of the CSV report, one row per (window, objective)."""
 
 
+OP_NAMES: Mapping[str, str] = {">=": "ge", "<=": "le"}
+"""Objective op -> its name in a default objective id."""
+
+
+def default_objective_id(metric: str, op: str) -> str:
+    """``"calibrated_f1_ge"``: the id of an objective that names none (no target in it)."""
+    return f"{metric}_{OP_NAMES[op]}"
+
+
 @dataclass(frozen=True)
 class Objective:
-    """One SLA objective: ``metric op target`` should hold in every window."""
+    """One SLA objective: ``metric op target`` should hold in every window.
+
+    ``id`` names it in Prometheus labels; it never contains the target, so a
+    changed target keeps the same series. Default: :func:`default_objective_id`.
+    """
 
     metric: str
     op: str
     target: float
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            object.__setattr__(self, "id", default_objective_id(self.metric, self.op))
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> Objective:
-        """From the stored ``{"metric", "op", "target"}`` (model.sla)."""
+        """From the stored ``{"metric", "op", "target"[, "id"]}`` (model.sla)."""
         op = str(doc["op"])
-        if op not in (">=", "<="):
+        if op not in OP_NAMES:
             raise ValueError(f"objective op {op!r} is not '>=' or '<='")
-        return cls(str(doc["metric"]), op, float(doc["target"]))
+        return cls(str(doc["metric"]), op, float(doc["target"]), str(doc.get("id") or ""))
 
     @property
     def label(self) -> str:
@@ -123,6 +141,7 @@ class ObjectiveResult:
         o = self.objective
         return {
             "objective": o.label,
+            "id": o.id,
             "metric": o.metric,
             "evaluated_as": o.evaluated_as,
             "op": o.op,
@@ -275,6 +294,7 @@ class SlaReport:
             "objectives": [
                 {
                     "objective": o.label,
+                    "id": o.id,
                     "metric": o.metric,
                     "evaluated_as": o.evaluated_as,
                     "op": o.op,

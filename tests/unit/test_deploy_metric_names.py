@@ -36,6 +36,8 @@ EXPOSITION_NAMES: tuple[str, ...] = (
     "priorwatch_drift_effect",
     "priorwatch_sla_objective_met",
     "priorwatch_sla_objective_target",
+    "priorwatch_drift_streak_windows",
+    "priorwatch_sla_breach_streak_windows",
     "priorwatch_batches_ingested_total",
     "priorwatch_predictions_ingested_total",
     "priorwatch_batches_rejected_total",

@@ -130,11 +130,39 @@ def test_drift_and_sla_gauges() -> None:
     assert _get(s, names.DRIFT_FLAG, **m, kind="likelihood") == 1
     assert _get(s, names.DRIFT_P_VALUE, **m, kind="likelihood") == 1e-5
     assert _get(s, names.DRIFT_EFFECT, **m, kind="prior") == 0.01
-    assert _get(s, names.SLA_MET, **m, objective="calibrated_f1>=0.6") == 1
-    assert _get(s, names.SLA_MET, **m, objective="brier<=0.1") == 0
-    assert _get(s, names.SLA_MET, **m, objective="recall>=0.5") is None  # insufficient data
-    for objective, target in (("calibrated_f1>=0.6", 0.6), ("brier<=0.1", 0.1)):
-        assert _get(s, names.SLA_TARGET, model="fraud", objective=objective) == target
+    f1 = {"objective": "calibrated_f1_ge", "metric": "calibrated_f1", "op": ">="}
+    brier = {"objective": "brier_le", "metric": "brier", "op": "<="}
+    recall = {"objective": "recall_ge", "metric": "recall", "op": ">="}
+    assert _get(s, names.SLA_MET, **m, **f1) == 1
+    assert _get(s, names.SLA_MET, **m, **brier) == 0
+    assert _get(s, names.SLA_MET, **m, **recall) is None  # insufficient data
+    for labels, target in ((f1, 0.6), (brier, 0.1), (recall, 0.5)):
+        assert _get(s, names.SLA_TARGET, model="fraud", **labels) == target
+
+
+def test_objective_labels_do_not_change_with_the_target() -> None:
+    """A new target keeps the series (labels without the target); an explicit id wins."""
+    moved = Objective("calibrated_f1", ">=", 0.75)
+    named = Objective("calibrated_f1", ">=", 0.75, "f1-floor")
+    window = _window()
+    labels = {}
+    for objective in (F1_OBJECTIVE, moved, named):
+        model = _model(objectives=(objective,))
+        s = _samples(_exposition(_snapshot([model], [window])))
+        (key,) = [k for k in s if k[0] == names.SLA_TARGET]
+        labels[objective] = dict(key[1])
+        assert s[key] == objective.target
+    assert (
+        labels[F1_OBJECTIVE]
+        == labels[moved]
+        == {
+            "model": "fraud",
+            "objective": "calibrated_f1_ge",
+            "metric": "calibrated_f1",
+            "op": ">=",
+        }
+    )
+    assert labels[named]["objective"] == "f1-floor"
 
 
 def test_reference_window_has_no_drift_samples() -> None:
@@ -179,7 +207,8 @@ def test_counters_and_queue() -> None:
     # no window yet: no window gauges, but every family is declared
     assert not [k for k in s if k[0] == names.WINDOW_METRIC]
     declared = {f.name for f in text_string_to_metric_families(text)}
-    assert {n.removesuffix("_total") for n in names.EXPOSED_NAMES} <= declared
+    streaks = {f.name for f in names.STREAK_FAMILIES}  # app/exporter/streaks.py
+    assert {n.removesuffix("_total") for n in names.EXPOSED_NAMES} - streaks <= declared
 
 
 def test_empty_queue_has_zero_lag() -> None:
@@ -189,7 +218,7 @@ def test_empty_queue_has_zero_lag() -> None:
 
 
 def test_exposed_names_follow_prometheus_conventions() -> None:
-    assert len(set(names.EXPOSED_NAMES)) == len(names.EXPOSED_NAMES) == 15
+    assert len(set(names.EXPOSED_NAMES)) == len(names.EXPOSED_NAMES) == 17
     for name in names.EXPOSED_NAMES:
         assert name.startswith(names.PREFIX)
         assert name == name.lower()

@@ -1,0 +1,212 @@
+"""Streak gauges of GET /metrics through the real app and worker (SQLite, Postgres).
+
+Model "streaky" (hourly windows, one segment "eu"): hours 0-2 are the drift
+reference; hours 3-6 and 8 move the positives' scores (P(s|y) shift: the
+likelihood flag is raised and recall falls below its objective); hour 7 holds
+20 rows (too few to test anything: skipped by both streaks). Hour 8 arrives
+first; hours 3-7 are backfilled afterwards. The streaks must count the stored
+windows where they belong in time, and agree with a count made from the
+API's window history and SLA report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from _read_support import ADMIN_TOKEN, BACKENDS, iso, shared_database_url
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.config import Settings
+from app.exporter import names
+from app.exporter.streaks import read_recent_keys
+from app.main import create_app
+from app.services.windowing import window_start
+from app.worker.jobs import DatabaseJobs
+
+MODEL = "streaky"
+ROWS = 600
+OBJECTIVE = {"metric": "recall", "op": ">=", "target": 0.6}
+RECALL = {"objective": "recall_ge", "metric": "recall", "op": ">="}
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def client(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TestClient]:
+    url = shared_database_url(request, tmp_path_factory.mktemp("streaks"))
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, database_url=url, admin_token=ADMIN_TOKEN, embedded_worker=False
+    )
+    with TestClient(create_app(settings), raise_server_exceptions=False) as test_client:
+        yield test_client
+
+
+class Feed:
+    """Posts seeded batches of one model and drains the worker."""
+
+    def __init__(self, client: TestClient) -> None:
+        self.client = client
+        self.day = window_start(datetime.now(UTC) - timedelta(days=2), "1d")
+        r = client.post(
+            "/v1/models",
+            json={
+                "name": MODEL,
+                "window": "1h",
+                "threshold": 0.5,
+                "pi0": 0.1,
+                "segments": ["eu"],
+                "sla": [OBJECTIVE],
+                "drift": {"reference": {"from": iso(self.day), "to": iso(self.hour(3))}},
+            },
+            headers=ADMIN,
+        )
+        assert r.status_code == 201, r.text
+        r = client.post(
+            f"/v1/models/{MODEL}/keys", json={"scopes": ["ingest", "read"]}, headers=ADMIN
+        )
+        assert r.status_code == 201, r.text
+        self.key = {"Authorization": f"Bearer {r.json()['token']}"}
+        self.rng = np.random.default_rng(20261126)
+
+    def hour(self, h: int) -> datetime:
+        return self.day + timedelta(hours=h)
+
+    def post(self, h: int, separation: float, n: int = ROWS) -> None:
+        labels = (self.rng.random(n) < 0.2).astype(np.int64)
+        logits = self.rng.normal(size=n) - 2.0 + separation * labels
+        body = {
+            "timestamp": iso(self.hour(h) + timedelta(minutes=5)),
+            "segment": "eu",
+            "scores": (1.0 / (1.0 + np.exp(-logits))).tolist(),
+            "labels": labels.tolist(),
+        }
+        r = self.client.post(f"/v1/models/{MODEL}/batches", json=body, headers=self.key)
+        assert r.status_code == 202, r.text
+
+    def drain(self) -> None:
+        jobs = DatabaseJobs(self.client.app.state.session_factory, lease_seconds=60.0)  # type: ignore[attr-defined]
+        while (job := jobs.claim()) is not None:
+            jobs.run(job)
+
+    def get(self, path: str, **params: Any) -> Any:
+        r = self.client.get(f"/v1/models/{MODEL}{path}", params=params, headers=self.key)
+        assert r.status_code == 200, r.text
+        return r.json()
+
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def _scrape(client: TestClient) -> Samples:
+    r = client.get("/metrics")
+    assert r.status_code == 200
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(r.text)
+        for s in family.samples
+    }
+
+
+def _get(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+def _count_from_history(feed: Feed, segment: str | None) -> tuple[int, int, int]:
+    """(likelihood, prior, recall-breach) streaks counted from GET /windows and GET /sla."""
+    params: dict[str, Any] = {"from": iso(feed.day)}
+    if segment is not None:
+        params["segment"] = segment
+    windows = [w for w in feed.get("/windows", **params)["windows"] if w["status"] == "fresh"]
+    report = feed.get("/sla", **params)["windows"]
+    statuses = {w["start"]: w["objectives"][0]["status"] for w in report}
+    counts = []
+    for outcome in (
+        lambda w: (w["drift"].get("likelihood") or {}).get("flag"),
+        lambda w: (w["drift"].get("prior") or {}).get("flag"),
+        lambda w: {"breached": True, "insufficient_data": None}.get(statuses[w["start"]], False),
+    ):
+        count = 0
+        for w in reversed(windows):  # newest first
+            value = outcome(w)
+            if value is None:
+                continue
+            if not value:
+                break
+            count += 1
+        counts.append(count)
+    return counts[0], counts[1], counts[2]
+
+
+def _streaks(samples: Samples, segment: str) -> tuple[float | None, ...]:
+    m = {"model": MODEL, "segment": segment}
+    return (
+        _get(samples, names.DRIFT_STREAK, **m, kind="likelihood"),
+        _get(samples, names.DRIFT_STREAK, **m, kind="prior"),
+        _get(samples, names.SLA_BREACH_STREAK, **m, **RECALL),
+    )
+
+
+def test_backfilled_windows_count_where_they_belong(client: TestClient) -> None:
+    feed = Feed(client)
+    for h in range(3):
+        feed.post(h, separation=3.0)
+    feed.post(8, separation=1.0)
+    feed.drain()
+    first = _scrape(client)
+    assert _streaks(first, "eu") == (1, 0, 1)  # the reference windows are not tested
+    assert _streaks(first, "eu") == _count_from_history(feed, "eu")
+
+    for h in (3, 4, 5, 6):
+        feed.post(h, separation=1.0)
+    feed.post(7, separation=1.0, n=20)  # too few examples: skipped
+    feed.drain()
+    samples = _scrape(client)
+    # same latest window (hour 8) as before the backfill; 5 flagged windows behind it
+    assert _get(samples, names.WINDOW_END, model=MODEL, segment="eu") == feed.hour(9).timestamp()
+    for segment, label in ((None, names.ALL_SEGMENTS_LABEL), ("eu", "eu")):
+        assert _streaks(samples, label) == (5, 0, 5), label
+        assert _streaks(samples, label) == _count_from_history(feed, segment), label
+    target = _get(samples, names.SLA_TARGET, model=MODEL, **RECALL)
+    assert target == OBJECTIVE["target"]
+
+    feed.post(9, separation=3.0)  # back to the reference behaviour: both streaks end
+    feed.drain()
+    samples = _scrape(client)
+    assert _streaks(samples, "eu") == (0, 0, 0)
+    assert _streaks(samples, "eu") == _count_from_history(feed, "eu")
+
+
+def test_steady_scrape_reads_no_document_and_a_bounded_number_of_windows(
+    client: TestClient,
+) -> None:
+    statements: list[str] = []
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+
+    def record(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    _scrape(client)
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        _scrape(client)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    assert not [s for s in statements if "CAST(window_metrics.metrics AS" in s]
+    with client.app.state.session_factory() as session:  # type: ignore[attr-defined]
+        keys = read_recent_keys(session, limit=2)
+    by_segment: dict[str, list[datetime]] = {}
+    for _, segment, start, _ in keys:
+        by_segment.setdefault(segment, []).append(start)
+    assert len(by_segment) == 2  # "eu" and the all-traffic key
+    for starts in by_segment.values():
+        assert [s.astimezone(UTC) for s in starts] == [
+            (window_start(datetime.now(UTC) - timedelta(days=2), "1d") + timedelta(hours=h))
+            for h in (9, 8)
+        ]

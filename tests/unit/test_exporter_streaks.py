@@ -1,0 +1,94 @@
+"""Streak counting and the outcomes of one stored window (pure, no database)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from app.db.models import ALL_SEGMENTS
+from app.exporter import names
+from app.exporter.collector import LatestWindow, ModelRow, WindowKey
+from app.exporter.streaks import Outcomes, StoredKey, streak, streak_series, window_outcomes
+from app.services.sla import Objective
+
+START = datetime(2026, 11, 26, tzinfo=UTC)
+RECALL = Objective("recall", ">=", 0.6)
+BRIER = Objective("brier", "<=", 0.1, "brier-cap")
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "expected"),
+    [
+        ([], 0),
+        ([False, True, True], 0),  # the newest window is not flagged
+        ([True, True, False, True], 2),
+        ([None, True, None, None, True, False, True], 2),  # untested windows skipped
+        ([None, None], 0),
+        ([True] * 24, 24),
+    ],
+)
+def test_streak_counts_raised_outcomes_until_the_first_that_is_not(
+    outcomes: list[bool | None], expected: int
+) -> None:
+    assert streak(outcomes) == expected
+
+
+def _window(drift: Any, metrics: dict[str, float | None]) -> LatestWindow:
+    key = WindowKey(1, ALL_SEGMENTS, START, START, 1)
+    return LatestWindow(key, 100, 10, metrics, {}, {"recall": "too few positives"}, drift)
+
+
+@pytest.mark.parametrize(
+    ("drift", "expected"),
+    [
+        ({"prior": {"flag": True}, "likelihood": {"flag": False}}, (True, False)),
+        ({"prior": {"flag": None}, "likelihood": {"flag": True}}, (None, True)),
+        ({"verdict": "reference"}, (None, None)),  # a window of the reference period
+        ({"verdict": "none", "status": "no_reference"}, (None, None)),
+        (None, (None, None)),
+        ({"prior": "garbled", "likelihood": {"flag": 1}}, (None, None)),
+    ],
+)
+def test_drift_outcomes_are_the_stored_flags(drift: Any, expected: tuple[Any, ...]) -> None:
+    assert window_outcomes((), _window(drift, {})).drift == expected
+
+
+def test_sla_outcomes_follow_the_sla_report_status() -> None:
+    breached = window_outcomes((RECALL, BRIER), _window(None, {"recall": 0.3, "brier": 0.05}))
+    assert breached.breached == (True, False)
+    scarce = window_outcomes((RECALL, BRIER), _window(None, {"recall": None, "brier": 0.2}))
+    assert scarce.breached == (None, True)  # insufficient data: untested
+
+
+def test_series_per_exposed_segment_with_objective_labels() -> None:
+    model = ModelRow(1, "fraud", "1h", frozenset({"eu"}), (RECALL, BRIER), 0, 0)
+    keys: list[StoredKey] = []
+    outcomes: dict[tuple[StoredKey, tuple[Objective, ...]], Outcomes] = {}
+    rows = {
+        ALL_SEGMENTS: [((True, True), (True, None)), ((False, True), (True, False))],
+        "eu": [((None, True), (False, True))],
+        "gone": [((True, True), (True, True))],  # no longer registered: not exposed
+    }
+    for segment, stored in rows.items():
+        for age, (drift, breached) in enumerate(stored):
+            start = START - timedelta(hours=age)
+            key = (1, segment, start, START)
+            keys.append(key)
+            outcomes[(key, model.objectives)] = Outcomes(drift, breached)
+    out = streak_series([model], keys, outcomes)
+    drift = {labels: value for labels, value in out[names.DRIFT_STREAK]}
+    assert drift == {
+        ("fraud", "all", "prior"): 1.0,
+        ("fraud", "all", "likelihood"): 2.0,
+        ("fraud", "eu", "prior"): 0.0,
+        ("fraud", "eu", "likelihood"): 1.0,
+    }
+    breach = {labels: value for labels, value in out[names.SLA_BREACH_STREAK]}
+    assert breach == {
+        ("fraud", "all", "recall_ge", "recall", ">="): 2.0,
+        ("fraud", "all", "brier-cap", "brier", "<="): 0.0,
+        ("fraud", "eu", "recall_ge", "recall", ">="): 0.0,
+        ("fraud", "eu", "brier-cap", "brier", "<="): 1.0,
+    }
