@@ -143,7 +143,7 @@ def test_every_runbook_points_at_a_section_of_docs_operations() -> None:
     for rule in _alert_rules():
         url = rule["annotations"]["runbook_url"]
         assert url == RUNBOOK_BASE + rule["alert"].lower(), rule["alert"]
-        assert rule["alert"].lower() in anchors, f"docs/operations.md has no section {rule['alert']}"
+        assert rule["alert"].lower() in anchors, f"no section {rule['alert']} in operations.md"
 
 
 def test_the_docs_base_url_is_an_external_label_of_the_shipped_config() -> None:
