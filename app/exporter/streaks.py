@@ -26,28 +26,31 @@ Conditions:
 
 Counting stored outcomes is reading, not computing metrics: every flag and
 every value compared with a target was stored by the worker. Cost per scrape:
-one statement reading the keys of those windows (no documents), plus one per
-500 windows whose outcomes are not cached yet (a new or recomputed window);
-the cache holds exactly the windows read by the latest scrape.
+one GROUP BY statement giving each group's :data:`Stamp` (one row per group,
+whatever the history); only for the groups whose stamp changed since the
+previous scrape, the keys of their recent windows (one statement per 500
+groups) and the documents of the windows not seen before (one per 500
+windows). The cache holds the groups of the latest scrape.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.db.models import WindowMetrics
 from app.exporter import names
 from app.exporter.collector import (
     DRIFT_KINDS,
+    KEYS_PER_QUERY,
     LatestWindow,
     ModelRow,
     WindowKey,
@@ -122,9 +125,31 @@ def window_outcomes(objectives: Sequence[Objective], window: LatestWindow) -> Ou
     )
 
 
-def read_recent_keys(session: Session, limit: int = STREAK_WINDOWS) -> list[StoredKey]:
-    """The keys of the ``limit`` most recent fresh windows of every (model, segment)
-    (one statement), newest first within each."""
+Group = tuple[int, str]
+"""(model id, segment key)."""
+Stamp = tuple[int, datetime | None]
+"""A group's fresh windows: how many, and the latest ``computed_at`` among them.
+
+Any change of a group's fresh windows changes it: a window computed or
+recomputed gets the newest ``computed_at``, one that stops being fresh
+lowers the count (workers' clocks are assumed to agree)."""
+
+
+def read_stamps(session: Session) -> dict[Group, Stamp]:
+    """The :data:`Stamp` of every group with a fresh window (one statement)."""
+    rows = session.execute(
+        select(WM.model_id, WM.segment, func.count(), func.max(WM.computed_at))
+        .where(WM.status == "fresh")
+        .group_by(WM.model_id, WM.segment)
+    ).all()
+    return {(int(m), seg): (int(n), latest) for m, seg, n, latest in rows}
+
+
+def read_recent_keys(
+    session: Session, groups: Collection[Group] | None = None, limit: int = STREAK_WINDOWS
+) -> list[StoredKey]:
+    """The keys of the ``limit`` most recent fresh windows of every group (or of
+    ``groups``, 500 per statement), newest first within each."""
     ranked = select(
         WM.model_id,
         WM.segment,
@@ -134,42 +159,89 @@ def read_recent_keys(session: Session, limit: int = STREAK_WINDOWS) -> list[Stor
         .over(partition_by=(WM.model_id, WM.segment), order_by=WM.window_start.desc())
         .label("rank"),
     ).where(WM.status == "fresh")
-    recent = ranked.subquery()
-    rows = session.execute(
-        select(recent.c.model_id, recent.c.segment, recent.c.window_start, recent.c.computed_at)
-        .where(recent.c.rank <= limit)
-        .order_by(recent.c.model_id, recent.c.segment, recent.c.window_start.desc())
-    ).all()
-    return [(int(m), s, start, computed) for m, s, start, computed in rows]
+    if groups is None:
+        filters = [ranked]
+    else:
+        wanted = sorted(groups)
+        filters = [
+            ranked.where(tuple_(WM.model_id, WM.segment).in_(wanted[i : i + KEYS_PER_QUERY]))
+            for i in range(0, len(wanted), KEYS_PER_QUERY)
+        ]
+    out: list[StoredKey] = []
+    for statement in filters:
+        recent = statement.subquery()
+        rows = session.execute(
+            select(recent.c.model_id, recent.c.segment, recent.c.window_start, recent.c.computed_at)
+            .where(recent.c.rank <= limit)
+            .order_by(recent.c.model_id, recent.c.segment, recent.c.window_start.desc())
+        ).all()
+        out.extend((int(m), seg, start, computed) for m, seg, start, computed in rows)
+    return out
 
 
-def streak_series(
-    models: Iterable[ModelRow],
-    keys: Sequence[StoredKey],
-    outcomes: Mapping[tuple[StoredKey, tuple[Objective, ...]], Outcomes],
-) -> Series:
-    """The streak samples of every exposed (model, segment), by family (pure).
+@dataclass(frozen=True)
+class GroupStreaks:
+    """The recent fresh windows of one group and its streaks.
 
-    ``keys`` as :func:`read_recent_keys` returns them; ``outcomes`` holds
-    every key's conditions under its model's objectives.
+    Attributes
+    ----------
+    stamp : Stamp
+        The group's stamp when its windows were read.
+    objectives : tuple of Objective
+        The model's objectives the outcomes were evaluated with.
+    keys : tuple of StoredKey
+        Its most recent fresh windows, newest first.
+    outcomes : tuple of Outcomes
+        Their conditions, in the same order.
+    drift : tuple of int
+        Streak per kind of :data:`DRIFT_KINDS`.
+    breached : tuple of int
+        Breach streak per objective.
+    """
+
+    stamp: Stamp
+    objectives: tuple[Objective, ...]
+    keys: tuple[StoredKey, ...]
+    outcomes: tuple[Outcomes, ...]
+    drift: tuple[int, ...]
+    breached: tuple[int, ...]
+
+    @classmethod
+    def of(
+        cls,
+        stamp: Stamp,
+        objectives: tuple[Objective, ...],
+        keys: Sequence[StoredKey],
+        outcomes: Sequence[Outcomes],
+    ) -> GroupStreaks:
+        """Count the streaks of ``outcomes`` (newest first) (pure)."""
+        return cls(
+            stamp,
+            objectives,
+            tuple(keys),
+            tuple(outcomes),
+            tuple(streak(o.drift[i] for o in outcomes) for i in range(len(DRIFT_KINDS))),
+            tuple(streak(o.breached[i] for o in outcomes) for i in range(len(objectives))),
+        )
+
+
+def streak_series(models: Iterable[ModelRow], groups: Mapping[Group, GroupStreaks]) -> Series:
+    """The streak samples of every exposed group, by family (pure).
+
+    Groups of unknown models and of segments that are not registered (any
+    more) are left out.
     """
     out: Series = {spec.name: [] for spec in STREAK_FAMILIES}
     by_id = {m.id: m for m in models}
-    groups: dict[tuple[int, str], list[StoredKey]] = {}
-    for key in keys:
-        groups.setdefault((key[0], key[1]), []).append(key)
-    for (model_id, segment_key), stored in groups.items():
+    for (model_id, key), group in sorted(groups.items(), key=lambda item: item[0]):
         model = by_id.get(model_id)
-        segment = None if model is None else segment_label(model, segment_key)
+        segment = None if model is None else segment_label(model, key)
         if model is None or segment is None:
             continue
-        rows = [outcomes[(k, model.objectives)] for k in stored]
         labels = (model.name, segment)
-        for i, kind in enumerate(DRIFT_KINDS):
-            count = streak(r.drift[i] for r in rows)
+        for kind, count in zip(DRIFT_KINDS, group.drift, strict=True):
             out[names.DRIFT_STREAK].append(((*labels, kind), float(count)))
-        for i, objective in enumerate(model.objectives):
-            count = streak(r.breached[i] for r in rows)
+        for objective, count in zip(group.objectives, group.breached, strict=True):
             out[names.SLA_BREACH_STREAK].append(
                 ((*labels, *objective_labels(objective)), float(count))
             )
@@ -187,9 +259,10 @@ class StreakCollector(Collector):
     ``GET /metrics`` writes them through
     :class:`app.exporter.collector.WindowResultsCollector` (this object is one
     of its ``parts``: :meth:`read` runs in its session, with its models);
-    :meth:`collect` serves any prometheus_client registry. Each window's
-    outcomes are kept until its stored result (computed_at) or its model's
-    objectives change; the cache holds the windows of the latest read.
+    :meth:`collect` serves any prometheus_client registry. Each group's
+    windows, outcomes and streaks are kept until its :data:`Stamp` or its
+    model's objectives change; then only the outcomes of windows not seen
+    before are read from their documents.
     """
 
     specs = STREAK_FAMILIES
@@ -197,29 +270,58 @@ class StreakCollector(Collector):
     def __init__(self, session_factory: Callable[[], Session]) -> None:
         self._session_factory = session_factory
         self._lock = threading.Lock()
-        self._outcomes: dict[tuple[StoredKey, tuple[Objective, ...]], Outcomes] = {}
+        self._groups: dict[Group, GroupStreaks] = {}
 
     def read(self, session: Session, models: tuple[ModelRow, ...]) -> Series:
-        """The streak samples: the keys of the recent windows, then the documents
-        of those whose outcomes are not cached (read-only)."""
+        """The streak samples (read-only): one statement when no group changed, then
+        the keys of the changed groups and the documents of their new windows."""
         with self._lock:
-            cached = self._outcomes
-        keys = read_recent_keys(session)
+            cached = self._groups
         objectives = {m.id: m.objectives for m in models}
-        wanted = [(k, objectives[k[0]]) for k in keys if k[0] in objectives]
-        missing = [k for k, o in wanted if (k, o) not in cached]
-        fetched = read_latest_windows(session, _window_keys(missing)) if missing else []
-        outcomes = {w: cached[w] for w in wanted if w in cached}
-        for window in fetched:
-            k = window.key
-            own = objectives[k.model_id]
-            stored = (k.model_id, k.segment, k.start, k.computed_at)
-            outcomes[(stored, own)] = window_outcomes(own, window)
-        # a window recomputed between the two statements is read by the next scrape
-        present = [k for k, o in wanted if (k, o) in outcomes]
+        stamps = {g: s for g, s in read_stamps(session).items() if g[0] in objectives}
+        groups: dict[Group, GroupStreaks] = {}
+        changed: list[Group] = []
+        for group, stamp in stamps.items():
+            old = cached.get(group)
+            if old is not None and old.stamp == stamp and old.objectives == objectives[group[0]]:
+                groups[group] = old
+            else:
+                changed.append(group)
+        if changed:
+            groups.update(self._read_groups(session, changed, stamps, objectives, cached))
         with self._lock:
-            self._outcomes = outcomes
-        return streak_series(models, present, outcomes)
+            self._groups = groups
+        return streak_series(models, groups)
+
+    @staticmethod
+    def _read_groups(
+        session: Session,
+        changed: Sequence[Group],
+        stamps: Mapping[Group, Stamp],
+        objectives: Mapping[int, tuple[Objective, ...]],
+        cached: Mapping[Group, GroupStreaks],
+    ) -> dict[Group, GroupStreaks]:
+        known: dict[StoredKey, Outcomes] = {}
+        for group in changed:
+            old = cached.get(group)
+            if old is not None and old.objectives == objectives[group[0]]:
+                known.update(zip(old.keys, old.outcomes, strict=True))
+        keys = read_recent_keys(session, changed)
+        missing = [k for k in keys if k not in known]
+        for window in read_latest_windows(session, _window_keys(missing)) if missing else ():
+            k = window.key
+            stored = (k.model_id, k.segment, k.start, k.computed_at)
+            known[stored] = window_outcomes(objectives[k.model_id], window)
+        by_group: dict[Group, list[StoredKey]] = {group: [] for group in changed}
+        for key in keys:
+            if key in known:  # else recomputed meanwhile: read again next scrape (new stamp)
+                by_group[(key[0], key[1])].append(key)
+        return {
+            group: GroupStreaks.of(
+                stamps[group], objectives[group[0]], held, [known[k] for k in held]
+            )
+            for group, held in by_group.items()
+        }
 
     def collect(self) -> Iterator[Metric]:
         with self._session_factory() as session:

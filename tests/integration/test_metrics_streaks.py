@@ -6,7 +6,8 @@ likelihood flag is raised and recall falls below its objective); hour 7 holds
 20 rows (too few to test anything: skipped by both streaks). Hour 8 arrives
 first; hours 3-7 are backfilled afterwards. The streaks must count the stored
 windows where they belong in time, and agree with a count made from the
-API's window history and SLA report.
+API's window history and SLA report. The tests share the module's database
+and run in order.
 """
 
 from __future__ import annotations
@@ -74,6 +75,20 @@ class Feed:
         assert r.status_code == 201, r.text
         self.key = {"Authorization": f"Bearer {r.json()['token']}"}
         self.rng = np.random.default_rng(20261126)
+
+    @classmethod
+    def existing(cls, client: TestClient) -> Feed:
+        """The model registered by an earlier test of this module (with a new key)."""
+        feed = cls.__new__(cls)
+        feed.client = client
+        feed.day = window_start(datetime.now(UTC) - timedelta(days=2), "1d")
+        r = client.post(
+            f"/v1/models/{MODEL}/keys", json={"scopes": ["ingest", "read"]}, headers=ADMIN
+        )
+        assert r.status_code == 201, r.text
+        feed.key = {"Authorization": f"Bearer {r.json()['token']}"}
+        feed.rng = np.random.default_rng(7)
+        return feed
 
     def hour(self, h: int) -> datetime:
         return self.day + timedelta(hours=h)
@@ -183,7 +198,7 @@ def test_backfilled_windows_count_where_they_belong(client: TestClient) -> None:
     assert _streaks(samples, "eu") == _count_from_history(feed, "eu")
 
 
-def test_steady_scrape_reads_no_document_and_a_bounded_number_of_windows(
+def test_steady_scrape_reads_one_statement_and_recent_keys_are_bounded(
     client: TestClient,
 ) -> None:
     statements: list[str] = []
@@ -198,15 +213,40 @@ def test_steady_scrape_reads_no_document_and_a_bounded_number_of_windows(
         _scrape(client)
     finally:
         sa.event.remove(engine, "before_cursor_execute", record)
+    # no document, and no key of a recent window, when no window changed
     assert not [s for s in statements if "CAST(window_metrics.metrics AS" in s]
+    assert not [s for s in statements if "row_number()" in s.lower()]
     with client.app.state.session_factory() as session:  # type: ignore[attr-defined]
         keys = read_recent_keys(session, limit=2)
+        only_eu = read_recent_keys(session, [(keys[0][0], "eu")], limit=3)
     by_segment: dict[str, list[datetime]] = {}
     for _, segment, start, _ in keys:
         by_segment.setdefault(segment, []).append(start)
     assert len(by_segment) == 2  # "eu" and the all-traffic key
+    day = window_start(datetime.now(UTC) - timedelta(days=2), "1d")
     for starts in by_segment.values():
-        assert [s.astimezone(UTC) for s in starts] == [
-            (window_start(datetime.now(UTC) - timedelta(days=2), "1d") + timedelta(hours=h))
-            for h in (9, 8)
-        ]
+        assert starts == [day + timedelta(hours=h) for h in (9, 8)]
+    assert [(k[1], k[2]) for k in only_eu] == [("eu", day + timedelta(hours=h)) for h in (9, 8, 7)]
+
+
+def test_a_recomputed_window_is_read_again(client: TestClient) -> None:
+    """A changed objective (new outcomes for every window) and a late batch in an old
+    window (recomputed) both reach the streaks at the next scrape."""
+    feed = Feed.existing(client)
+    r = client.patch(
+        f"/v1/models/{MODEL}", json={"sla": [{**OBJECTIVE, "target": 0.1}]}, headers=ADMIN
+    )
+    assert r.status_code == 200, r.text
+    feed.drain()
+    samples = _scrape(client)
+    assert _get(samples, names.SLA_BREACH_STREAK, model=MODEL, segment="eu", **RECALL) == 0
+    # a new target keeps the series: same labels, new value
+    targets = {k: v for k, v in samples.items() if k[0] == names.SLA_TARGET}
+    assert targets == {(names.SLA_TARGET, frozenset({"model": MODEL, **RECALL}.items())): 0.1}
+    assert _streaks(samples, "eu") == _count_from_history(feed, "eu")
+    # hour 9 was stable: a late batch with shifted scores flags it, the streak reads 6
+    feed.post(9, separation=0.0, n=3000)
+    feed.drain()
+    samples = _scrape(client)
+    assert _get(samples, names.DRIFT_STREAK, model=MODEL, segment="eu", kind="likelihood") == 6
+    assert _streaks(samples, "eu") == _count_from_history(feed, "eu")

@@ -10,7 +10,14 @@ import pytest
 from app.db.models import ALL_SEGMENTS
 from app.exporter import names
 from app.exporter.collector import LatestWindow, ModelRow, WindowKey
-from app.exporter.streaks import Outcomes, StoredKey, streak, streak_series, window_outcomes
+from app.exporter.streaks import (
+    GroupStreaks,
+    Outcomes,
+    StoredKey,
+    streak,
+    streak_series,
+    window_outcomes,
+)
 from app.services.sla import Objective
 
 START = datetime(2026, 11, 26, tzinfo=UTC)
@@ -64,20 +71,21 @@ def test_sla_outcomes_follow_the_sla_report_status() -> None:
 
 def test_series_per_exposed_segment_with_objective_labels() -> None:
     model = ModelRow(1, "fraud", "1h", frozenset({"eu"}), (RECALL, BRIER), 0, 0)
-    keys: list[StoredKey] = []
-    outcomes: dict[tuple[StoredKey, tuple[Objective, ...]], Outcomes] = {}
     rows = {
         ALL_SEGMENTS: [((True, True), (True, None)), ((False, True), (True, False))],
         "eu": [((None, True), (False, True))],
         "gone": [((True, True), (True, True))],  # no longer registered: not exposed
     }
+    groups = {}
     for segment, stored in rows.items():
-        for age, (drift, breached) in enumerate(stored):
-            start = START - timedelta(hours=age)
-            key = (1, segment, start, START)
-            keys.append(key)
-            outcomes[(key, model.objectives)] = Outcomes(drift, breached)
-    out = streak_series([model], keys, outcomes)
+        keys: list[StoredKey] = [
+            (1, segment, START - timedelta(hours=age), START) for age in range(len(stored))
+        ]
+        outcomes = [Outcomes(drift, breached) for drift, breached in stored]
+        stamp = (len(stored), START)
+        groups[(1, segment)] = GroupStreaks.of(stamp, model.objectives, keys, outcomes)
+    groups[(2, ALL_SEGMENTS)] = groups[(1, "eu")]  # a model deleted since: not exposed
+    out = streak_series([model], groups)
     drift = {labels: value for labels, value in out[names.DRIFT_STREAK]}
     assert drift == {
         ("fraud", "all", "prior"): 1.0,
