@@ -25,7 +25,8 @@ Conditions:
   (:func:`app.services.sla.evaluate_objective`); untested: insufficient data.
 
 Counting stored outcomes is reading, not computing metrics: every flag and
-every value compared with a target was stored by the worker. Cost per scrape:
+every value compared with a target was stored by the worker (only those are
+read, extracted from the stored documents in SQL). Cost per scrape:
 one GROUP BY statement giving each group's :data:`Stamp` (one row per group,
 whatever the history); only for the groups whose stamp changed since the
 previous scrape, the keys of their recent windows (one statement per 500
@@ -51,11 +52,8 @@ from app.exporter import names
 from app.exporter.collector import (
     DRIFT_KINDS,
     KEYS_PER_QUERY,
-    LatestWindow,
     ModelRow,
-    WindowKey,
     objective_labels,
-    read_latest_windows,
     read_models,
     segment_label,
 )
@@ -106,23 +104,69 @@ def streak(outcomes: Iterable[Outcome]) -> int:
     return count
 
 
-def _drift_flag(drift: Mapping[str, Any] | None, kind: str) -> Outcome:
-    test = drift.get(kind) if drift else None
-    flag = test.get("flag") if isinstance(test, Mapping) else None
-    return flag if isinstance(flag, bool) else None
+def window_outcomes(
+    objectives: Sequence[Objective],
+    flags: Sequence[Outcome],
+    metrics: Mapping[str, Any],
+    intervals: Mapping[str, Any],
+) -> Outcomes:
+    """The conditions of one stored window (pure).
+
+    Parameters
+    ----------
+    objectives : sequence of Objective
+        The model's objectives.
+    flags : sequence of bool or None
+        The stored drift flag of each kind of :data:`DRIFT_KINDS` (None: untested).
+    metrics, intervals : mapping
+        The stored values and intervals of (at least) the metrics the
+        objectives read, as in :func:`app.services.sla.evaluate_objective`,
+        which gives each objective's status.
+    """
+    breached = []
+    for objective in objectives:
+        status = evaluate_objective(objective, metrics, intervals).status
+        breached.append(None if status == INSUFFICIENT_DATA else status == BREACHED)
+    return Outcomes(tuple(flags), tuple(breached))
 
 
-def _breached(objective: Objective, window: LatestWindow) -> Outcome:
-    status = evaluate_objective(objective, window.metrics, window.intervals, window.reasons).status
-    return None if status == INSUFFICIENT_DATA else status == BREACHED
+def read_outcomes(
+    session: Session, keys: Sequence[StoredKey], objectives: Mapping[int, Sequence[Objective]]
+) -> dict[StoredKey, Outcomes]:
+    """The outcomes of the fresh windows ``keys`` (one statement per 500 windows).
 
-
-def window_outcomes(objectives: Sequence[Objective], window: LatestWindow) -> Outcomes:
-    """The conditions of one stored window (pure)."""
-    return Outcomes(
-        drift=tuple(_drift_flag(window.drift, kind) for kind in DRIFT_KINDS),
-        breached=tuple(_breached(o, window) for o in objectives),
-    )
+    Only what the outcomes need is read, extracted in SQL from the stored
+    documents: the drift flags, and the value and interval bounds of every
+    metric an objective of these windows' models reads. A window recomputed
+    since its key was read comes back under its new key.
+    """
+    names = sorted({o.evaluated_as for key in keys for o in objectives[key[0]]})
+    columns = [WM.drift[(kind, "flag")].as_boolean() for kind in DRIFT_KINDS]
+    for name in names:
+        columns.append(WM.metrics[name].as_float())
+        columns.append(WM.intervals[(name, "lower")].as_float())
+        columns.append(WM.intervals[(name, "upper")].as_float())
+    first = 4 + len(DRIFT_KINDS)
+    out: dict[StoredKey, Outcomes] = {}
+    for i in range(0, len(keys), KEYS_PER_QUERY):
+        wanted = [(m, seg, start) for m, seg, start, _ in keys[i : i + KEYS_PER_QUERY]]
+        rows = session.execute(
+            select(WM.model_id, WM.segment, WM.window_start, WM.computed_at, *columns).where(
+                WM.status == "fresh",
+                tuple_(WM.model_id, WM.segment, WM.window_start).in_(wanted),
+            )
+        ).all()
+        for row in rows:
+            key = (int(row[0]), row[1], row[2], row[3])
+            values = row[first:]
+            metrics = {name: values[3 * j] for j, name in enumerate(names)}
+            intervals = {
+                name: {"lower": values[3 * j + 1], "upper": values[3 * j + 2]}
+                for j, name in enumerate(names)
+            }
+            flags = tuple(row[4:first])
+            out[key] = window_outcomes(objectives[key[0]], flags, metrics, intervals)
+    return out
 
 
 Group = tuple[int, str]
@@ -308,10 +352,8 @@ class StreakCollector(Collector):
                 known.update(zip(old.keys, old.outcomes, strict=True))
         keys = read_recent_keys(session, changed)
         missing = [k for k in keys if k not in known]
-        for window in read_latest_windows(session, _window_keys(missing)) if missing else ():
-            k = window.key
-            stored = (k.model_id, k.segment, k.start, k.computed_at)
-            known[stored] = window_outcomes(objectives[k.model_id], window)
+        if missing:
+            known.update(read_outcomes(session, missing, objectives))
         by_group: dict[Group, list[StoredKey]] = {group: [] for group in changed}
         for key in keys:
             if key in known:  # else recomputed meanwhile: read again next scrape (new stamp)
@@ -338,11 +380,3 @@ class StreakCollector(Collector):
     def describe(self) -> Iterable[Metric]:
         """Nothing: the families are only known at scrape time (no check at register)."""
         return ()
-
-
-def _window_keys(keys: Iterable[StoredKey]) -> list[WindowKey]:
-    """What :func:`read_latest_windows` matches on: model, segment, start (not the version)."""
-    return [
-        WindowKey(model_id, segment, start, computed, 0)
-        for model_id, segment, start, computed in keys
-    ]

@@ -24,9 +24,11 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import Settings
+from app.db.models import Model, WindowAggregate, WindowMetrics
 from app.exporter import names
-from app.exporter.streaks import read_recent_keys
+from app.exporter.streaks import read_outcomes, read_recent_keys, window_outcomes
 from app.main import create_app
+from app.services.sla import Objective
 from app.services.windowing import window_start
 from app.worker.jobs import DatabaseJobs
 
@@ -250,3 +252,72 @@ def test_a_recomputed_window_is_read_again(client: TestClient) -> None:
     samples = _scrape(client)
     assert _get(samples, names.DRIFT_STREAK, model=MODEL, segment="eu", kind="likelihood") == 6
     assert _streaks(samples, "eu") == _count_from_history(feed, "eu")
+
+
+def test_outcomes_are_extracted_from_any_stored_document_shape(client: TestClient) -> None:
+    """The SQL extraction of read_outcomes gives what the stored documents say:
+    raised, not raised, or untested (no test, reference window, no document)."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    metric = "calibrated_f1@t=0.3"  # a threshold suffix in the JSON path
+    docs: list[dict[str, Any]] = [
+        {"drift": {"prior": {"flag": True}, "likelihood": {"flag": False}},
+         "metrics": {"recall": 0.3, metric: 0.9},
+         "intervals": {"recall": {"lower": 0.2, "upper": 0.4}}},
+        {"drift": {"prior": {"flag": None}, "likelihood": {"flag": True}},
+         "metrics": {"recall": None}, "intervals": None},
+        {"drift": {"verdict": "reference"}, "metrics": {}, "intervals": {}},
+        {"drift": None, "metrics": {"recall": 0.9},
+         "intervals": {"recall": {"lower": 0.85, "upper": 0.95}}},
+    ]  # fmt: skip
+    objectives = (Objective("recall", ">=", 0.6), Objective(metric, "<=", 0.5))
+    keys = []
+    with client.app.state.session_factory() as session:  # type: ignore[attr-defined]
+        model_id = session.scalar(sa.select(Model.id).where(Model.name == MODEL))
+        assert model_id is not None
+        for i, doc in enumerate(docs):
+            key = (model_id, "eu", start + timedelta(hours=i), start)
+            keys.append(key)
+            session.add(
+                WindowAggregate(
+                    model_id=key[0],
+                    segment=key[1],
+                    window_start=key[2],
+                    n=0,
+                    positives=0,
+                    confusion=[],
+                    version=1,
+                    dirty=False,
+                    created_at=start,
+                    updated_at=start,
+                )
+            )
+            session.flush()
+            session.add(
+                WindowMetrics(
+                    model_id=key[0],
+                    segment=key[1],
+                    window_start=key[2],
+                    aggregate_version=1,
+                    computed_at=key[3],
+                    status="fresh",
+                    reasons=None,
+                    curves=None,
+                    **doc,
+                )
+            )
+        session.flush()
+        got = read_outcomes(session, keys, {model_id: objectives})
+        session.rollback()
+    expected = [
+        window_outcomes(objectives, flags, doc["metrics"], doc["intervals"] or {})
+        for flags, doc in zip(
+            [(True, False), (None, True), (None, None), (None, None)], docs, strict=True
+        )
+    ]
+    assert [got[k] for k in keys] == expected
+    assert [o.breached for o in expected] == [
+        (True, True),
+        (None, None),
+        (None, None),
+        (False, None),
+    ]

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
 from app.db.models import ALL_SEGMENTS
 from app.exporter import names
-from app.exporter.collector import LatestWindow, ModelRow, WindowKey
+from app.exporter.collector import ModelRow
 from app.exporter.streaks import (
     GroupStreaks,
     Outcomes,
@@ -18,7 +17,7 @@ from app.exporter.streaks import (
     streak_series,
     window_outcomes,
 )
-from app.services.sla import Objective
+from app.services.sla import Objective, evaluate_objective
 
 START = datetime(2026, 11, 26, tzinfo=UTC)
 RECALL = Objective("recall", ">=", 0.6)
@@ -42,31 +41,23 @@ def test_streak_counts_raised_outcomes_until_the_first_that_is_not(
     assert streak(outcomes) == expected
 
 
-def _window(drift: Any, metrics: dict[str, float | None]) -> LatestWindow:
-    key = WindowKey(1, ALL_SEGMENTS, START, START, 1)
-    return LatestWindow(key, 100, 10, metrics, {}, {"recall": "too few positives"}, drift)
-
-
-@pytest.mark.parametrize(
-    ("drift", "expected"),
-    [
-        ({"prior": {"flag": True}, "likelihood": {"flag": False}}, (True, False)),
-        ({"prior": {"flag": None}, "likelihood": {"flag": True}}, (None, True)),
-        ({"verdict": "reference"}, (None, None)),  # a window of the reference period
-        ({"verdict": "none", "status": "no_reference"}, (None, None)),
-        (None, (None, None)),
-        ({"prior": "garbled", "likelihood": {"flag": 1}}, (None, None)),
-    ],
-)
-def test_drift_outcomes_are_the_stored_flags(drift: Any, expected: tuple[Any, ...]) -> None:
-    assert window_outcomes((), _window(drift, {})).drift == expected
-
-
 def test_sla_outcomes_follow_the_sla_report_status() -> None:
-    breached = window_outcomes((RECALL, BRIER), _window(None, {"recall": 0.3, "brier": 0.05}))
-    assert breached.breached == (True, False)
-    scarce = window_outcomes((RECALL, BRIER), _window(None, {"recall": None, "brier": 0.2}))
-    assert scarce.breached == (None, True)  # insufficient data: untested
+    """Breached is the status of app.services.sla.evaluate_objective; insufficient data
+    (an undefined value) is untested; the drift flags are passed through."""
+    intervals = {
+        "recall": {"lower": 0.2, "upper": 0.4},
+        "brier": {"lower": None, "upper": None},
+    }
+    objectives = (RECALL, BRIER)
+    both = window_outcomes(objectives, (True, None), {"recall": 0.3, "brier": 0.05}, intervals)
+    assert both == Outcomes((True, None), (True, False))
+    scarce = window_outcomes(objectives, (False, False), {"recall": None, "brier": 0.2}, intervals)
+    assert scarce.breached == (None, True)
+    for objective in objectives:
+        for metrics in ({"recall": 0.3, "brier": 0.05}, {"recall": None, "brier": 0.2}):
+            status = evaluate_objective(objective, metrics, intervals).status
+            breached = window_outcomes((objective,), (), metrics, intervals).breached[0]
+            assert breached == {"breached": True, "insufficient_data": None}.get(status, False)
 
 
 def test_series_per_exposed_segment_with_objective_labels() -> None:
