@@ -8,9 +8,10 @@ backfill, labels delivered once a day, a Prometheus restart) would count as
 one. The service knows every stored window, so the exporter counts them.
 
 Per (model, segment) the most recent :data:`STREAK_WINDOWS` fresh windows are
-read, newest first by window start (a backfilled or late window counts where
-it belongs in time, once the worker has computed it; windows waiting for the
-worker are not fresh and are left out). Each window gives one outcome per
+read, newest first by window start: a backfilled or late window counts where
+it belongs in time once the worker has computed it; a window waiting to be
+recomputed counts with its stored result until the worker replaces it (as
+the latest-window gauges do); a failed computation is not fresh. Each window gives one outcome per
 condition: raised (True), not raised (False) or untested (None). A streak is
 the number of raised outcomes before the first one not raised, untested
 windows skipped (:func:`streak`); it is at most :data:`STREAK_WINDOWS`.
