@@ -17,7 +17,14 @@ from prometheus_client.registry import Collector
 
 from app.db.models import ALL_SEGMENTS
 from app.exporter import names
-from app.exporter.collector import LatestWindow, ModelRow, Snapshot, WindowKey, families
+from app.exporter.collector import (
+    LatestWindow,
+    ModelRow,
+    Snapshot,
+    WindowKey,
+    _objectives,
+    families,
+)
 from app.exporter.rejections import RejectionCounter
 from app.services.sla import Objective
 from app.worker.queue import QueueStats
@@ -238,3 +245,17 @@ def test_promtool_accepts_the_exposition() -> None:
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_repeated_objective_ids_of_older_settings_stay_distinct_series() -> None:
+    """Settings stored before ids had to be unique: two objectives on the same metric
+    and op must not write the same series twice (Prometheus would refuse the scrape)."""
+    docs = [
+        {"metric": "recall", "op": ">=", "target": 0.5},
+        {"metric": "recall", "op": ">=", "target": 0.8},
+    ]
+    objectives = _objectives(1, "fraud", docs)
+    assert [o.id for o in objectives] == ["recall_ge", "recall_ge-2"]
+    s = _samples(_exposition(_snapshot([_model(objectives=objectives)], [_window()])))
+    targets = {dict(k[1])["objective"]: v for k, v in s.items() if k[0] == names.SLA_TARGET}
+    assert targets == {"recall_ge": 0.5, "recall_ge-2": 0.8}
