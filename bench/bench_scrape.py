@@ -40,13 +40,14 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db.migrate import upgrade_to_head
 from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMetrics
-from app.exporter.collector import read_models
+from app.exporter.reads import read_models
 from app.main import create_app
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.services.model_config import ModelConfig
-from app.services.window_compute import WindowSums, compute_window_result
+from app.services.window_compute import compute_window_result
+from app.services.window_sums import WindowSums
 
 MODELS = 100
 SEGMENTS = 10

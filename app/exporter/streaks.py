@@ -23,7 +23,7 @@ Conditions:
   in the reference period, or no reference is configured);
 * ``priorwatch_sla_breach_streak_windows{objective, metric, op}``: the
   objective's status in the window is ``breached``, as the SLA report says
-  (:func:`app.services.sla.evaluate_objective`); untested: insufficient data.
+  (:func:`app.services.sla_objectives.evaluate_objective`); untested: insufficient data.
 
 Counting stored outcomes is reading, not computing metrics: every flag and
 every value compared with a target was stored by the worker (only those are
@@ -50,17 +50,12 @@ from sqlalchemy.orm import Session
 
 from app.db.models import WindowMetrics
 from app.exporter import names
-from app.exporter.collector import (
-    DRIFT_KINDS,
-    KEYS_PER_QUERY,
-    ModelRow,
-    objective_labels,
-    read_models,
-    segment_label,
-)
 from app.exporter.names import STREAK_FAMILIES
+from app.exporter.reads import KEYS_PER_QUERY, ModelRow, read_models
+from app.exporter.series import DRIFT_KINDS, objective_labels, segment_label
 from app.exporter.text import Series
-from app.services.sla import BREACHED, INSUFFICIENT_DATA, Objective, evaluate_objective
+from app.services.sla_objectives import Objective, evaluate_objective
+from app.statuses import SlaStatus, StoredStatus
 
 STREAK_WINDOWS = 24
 """Most recent fresh windows read per (model, segment): the largest streak exposed."""
@@ -80,7 +75,7 @@ class Outcomes:
     Attributes
     ----------
     drift : tuple of Outcome
-        The flag of each kind of :data:`app.exporter.collector.DRIFT_KINDS`.
+        The flag of each kind of :data:`app.exporter.series.DRIFT_KINDS`.
     breached : tuple of Outcome
         Per objective of the model, in order: breached, not, insufficient data.
     """
@@ -121,13 +116,15 @@ def window_outcomes(
         The stored drift flag of each kind of :data:`DRIFT_KINDS` (None: untested).
     metrics, intervals : mapping
         The stored values and intervals of (at least) the metrics the
-        objectives read, as in :func:`app.services.sla.evaluate_objective`,
+        objectives read, as in :func:`app.services.sla_objectives.evaluate_objective`,
         which gives each objective's status.
     """
     breached = []
     for objective in objectives:
         status = evaluate_objective(objective, metrics, intervals).status
-        breached.append(None if status == INSUFFICIENT_DATA else status == BREACHED)
+        breached.append(
+            None if status == SlaStatus.INSUFFICIENT_DATA else status == SlaStatus.BREACHED
+        )
     return Outcomes(tuple(flags), tuple(breached))
 
 
@@ -153,7 +150,7 @@ def read_outcomes(
         wanted = [(m, seg, start) for m, seg, start, _ in keys[i : i + KEYS_PER_QUERY]]
         rows = session.execute(
             select(WM.model_id, WM.segment, WM.window_start, WM.computed_at, *columns).where(
-                WM.status == "fresh",
+                WM.status == StoredStatus.FRESH,
                 tuple_(WM.model_id, WM.segment, WM.window_start).in_(wanted),
             )
         ).all()
@@ -184,7 +181,7 @@ def read_stamps(session: Session) -> dict[Group, Stamp]:
     """The :data:`Stamp` of every group with a fresh window (one statement)."""
     rows = session.execute(
         select(WM.model_id, WM.segment, func.count(), func.max(WM.computed_at))
-        .where(WM.status == "fresh")
+        .where(WM.status == StoredStatus.FRESH)
         .group_by(WM.model_id, WM.segment)
     ).all()
     return {(int(m), seg): (int(n), latest) for m, seg, n, latest in rows}
@@ -203,7 +200,7 @@ def read_recent_keys(
         func.row_number()
         .over(partition_by=(WM.model_id, WM.segment), order_by=WM.window_start.desc())
         .label("rank"),
-    ).where(WM.status == "fresh")
+    ).where(WM.status == StoredStatus.FRESH)
     if groups is None:
         filters = [ranked]
     else:

@@ -24,11 +24,11 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import Settings
-from app.db.models import Model, WindowAggregate, WindowMetrics
+from app.db.models import ALL_SEGMENTS_LABEL, Model, WindowAggregate, WindowMetrics
 from app.exporter import names
 from app.exporter.streaks import read_outcomes, read_recent_keys, window_outcomes
 from app.main import create_app
-from app.services.sla import Objective
+from app.services.sla_objectives import Objective
 from app.services.windowing import window_start
 from app.worker.jobs import DatabaseJobs
 
@@ -187,7 +187,7 @@ def test_backfilled_windows_count_where_they_belong(client: TestClient) -> None:
     samples = _scrape(client)
     # same latest window (hour 8) as before the backfill; 5 flagged windows behind it
     assert _get(samples, names.WINDOW_END, model=MODEL, segment="eu") == feed.hour(9).timestamp()
-    for segment, label in ((None, names.ALL_SEGMENTS_LABEL), ("eu", "eu")):
+    for segment, label in ((None, ALL_SEGMENTS_LABEL), ("eu", "eu")):
         assert _streaks(samples, label) == (5, 0, 5), label
         assert _streaks(samples, label) == _count_from_history(feed, segment), label
     target = _get(samples, names.SLA_TARGET, model=MODEL, **RECALL)

@@ -8,7 +8,7 @@ import pytest
 
 from app.db.models import ALL_SEGMENTS
 from app.exporter import names
-from app.exporter.collector import ModelRow
+from app.exporter.reads import ModelRow
 from app.exporter.streaks import (
     GroupStreaks,
     Outcomes,
@@ -17,7 +17,7 @@ from app.exporter.streaks import (
     streak_series,
     window_outcomes,
 )
-from app.services.sla import Objective, evaluate_objective
+from app.services.sla_objectives import Objective, evaluate_objective
 
 START = datetime(2026, 11, 26, tzinfo=UTC)
 RECALL = Objective("recall", ">=", 0.6)
