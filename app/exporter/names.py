@@ -29,7 +29,8 @@ DRIFT_P_VALUE = "priorwatch_drift_p_value"
 DRIFT_EFFECT = "priorwatch_drift_effect"
 """gauge {model, segment, kind}: effect size (prior: |change of pi|; likelihood: max PSI)."""
 SLA_MET = "priorwatch_sla_objective_met"
-"""gauge {model, segment, objective, metric, op}: 1 met, 0 breached, in the latest fresh window."""
+"""gauge {model, segment, objective, metric, op}: 1 met, 0.5 inconclusive, 0 breached (latest
+fresh window)."""
 SLA_TARGET = "priorwatch_sla_objective_target"
 """gauge {model, objective, metric, op}: the objective's target value."""
 DRIFT_STREAK = "priorwatch_drift_streak_windows"
@@ -130,7 +131,7 @@ FAMILIES: tuple[FamilySpec, ...] = (
     FamilySpec(
         SLA_MET,
         "gauge",
-        "1 if the SLA objective is met in the latest fresh window, 0 if breached",
+        "SLA objective in the latest fresh window: 1 met, 0.5 inconclusive, 0 breached",
         (*_WINDOW, *_OBJECTIVE),
     ),
     FamilySpec(SLA_TARGET, "gauge", "Target value of the SLA objective", ("model", *_OBJECTIVE)),

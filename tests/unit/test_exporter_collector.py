@@ -28,6 +28,9 @@ START = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
 F1_OBJECTIVE = Objective("calibrated_f1", ">=", 0.6)
 BRIER_OBJECTIVE = Objective("brier", "<=", 0.1)
 RECALL_OBJECTIVE = Objective("recall", ">=", 0.5)
+UNSURE_OBJECTIVE = Objective(  # interval (0.6, 0.8) straddles
+    "calibrated_f1", ">=", 0.65, id="calibrated_f1_stretch"
+)
 
 
 def _model(**overrides: Any) -> ModelRow:
@@ -36,7 +39,7 @@ def _model(**overrides: Any) -> ModelRow:
         "name": "fraud",
         "window": "1h",
         "segments": frozenset({"eu", "us", "all"}),
-        "objectives": (F1_OBJECTIVE, BRIER_OBJECTIVE, RECALL_OBJECTIVE),
+        "objectives": (F1_OBJECTIVE, BRIER_OBJECTIVE, RECALL_OBJECTIVE, UNSURE_OBJECTIVE),
         "batches": 12,
         "rows": 3456,
     }
@@ -137,6 +140,8 @@ def test_drift_and_sla_gauges() -> None:
     assert _get(s, names.SLA_MET, **m, **f1) == 1
     assert _get(s, names.SLA_MET, **m, **brier) == 0
     assert _get(s, names.SLA_MET, **m, **recall) is None  # insufficient data
+    unsure = {"objective": "calibrated_f1_stretch", "metric": "calibrated_f1", "op": ">="}
+    assert _get(s, names.SLA_MET, **m, **unsure) == 0.5  # inconclusive
     for labels, target in ((f1, 0.6), (brier, 0.1), (recall, 0.5)):
         assert _get(s, names.SLA_TARGET, model="fraud", **labels) == target
 
