@@ -20,7 +20,7 @@ has no interval: :func:`has_interval`) the point value alone decides.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
@@ -95,7 +95,7 @@ class Objective:
     op: str
     target: float
     requested: str = INTERVAL
-    id: str = ""
+    id: str = field(default="", kw_only=True)
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -110,7 +110,9 @@ class Objective:
         evidence = str(doc.get("evidence", INTERVAL))
         if evidence not in EVIDENCE:
             raise ValueError(f"objective evidence {evidence!r} is not 'interval' or 'point'")
-        return cls(str(doc["metric"]), op, float(doc["target"]), evidence, str(doc.get("id") or ""))
+        return cls(
+            str(doc["metric"]), op, float(doc["target"]), evidence, id=str(doc.get("id") or "")
+        )
 
     @property
     def evidence(self) -> str:

@@ -163,7 +163,11 @@ def test_sla_objective_ids_are_unique_per_model(api: Any) -> None:
         headers=api.admin,
     )
     assert r.status_code == 201, r.text
-    assert r.json()["sla"] == [floor, {**strict, "id": "recall-strict"}]
+    stored = [
+        {**floor, "evidence": "interval"},
+        {**strict, "evidence": "interval", "id": "recall-strict"},
+    ]
+    assert r.json()["sla"] == stored
     bad = {**floor, "id": "recall strict>=0.8"}
     r = api.client.patch("/v1/models/n", json={"sla": [bad]}, headers=api.admin)
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "sla.0.id"

@@ -149,7 +149,7 @@ def test_drift_and_sla_gauges() -> None:
 def test_objective_labels_do_not_change_with_the_target() -> None:
     """A new target keeps the series (labels without the target); an explicit id wins."""
     moved = Objective("calibrated_f1", ">=", 0.75)
-    named = Objective("calibrated_f1", ">=", 0.75, "f1-floor")
+    named = Objective("calibrated_f1", ">=", 0.75, id="f1-floor")
     window = _window()
     labels = {}
     for objective in (F1_OBJECTIVE, moved, named):

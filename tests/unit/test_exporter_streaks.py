@@ -21,7 +21,7 @@ from app.services.sla_objectives import Objective, evaluate_objective
 
 START = datetime(2026, 11, 26, tzinfo=UTC)
 RECALL = Objective("recall", ">=", 0.6)
-BRIER = Objective("brier", "<=", 0.1, "brier-cap")
+BRIER = Objective("brier", "<=", 0.1, id="brier-cap")
 
 
 @pytest.mark.parametrize(
@@ -53,6 +53,11 @@ def test_sla_outcomes_follow_the_sla_report_status() -> None:
     assert both == Outcomes((True, None), (True, False))
     scarce = window_outcomes(objectives, (False, False), {"recall": None, "brier": 0.2}, intervals)
     assert scarce.breached == (None, True)
+    # an inconclusive window (the interval straddles the target) is tested, not breached
+    straddles = {**intervals, "recall": {"lower": 0.5, "upper": 0.7}}
+    unsure = window_outcomes((RECALL,), (), {"recall": 0.55}, straddles)
+    assert evaluate_objective(RECALL, {"recall": 0.55}, straddles).status == "inconclusive"
+    assert unsure.breached == (False,)
     for objective in objectives:
         for metrics in ({"recall": 0.3, "brier": 0.05}, {"recall": None, "brier": 0.2}):
             status = evaluate_objective(objective, metrics, intervals).status
