@@ -282,7 +282,10 @@ def _check_dashboard_queries(prom: httpx.Client, processes: Processes) -> None:
         return not empty
 
     # rates need two scrapes within their range
-    wait_until(every_query_has_data, "every dashboard query returns data", ALERT_SECONDS, processes)
+    try:
+        wait_until(every_query_has_data, "every dashboard query has data", ALERT_SECONDS, processes)
+    except pytest.fail.Exception as failed:
+        pytest.fail(f"dashboard queries without data: {empty}\n{failed}")
 
 
 # --- alerts ------------------------------------------------------------------------
