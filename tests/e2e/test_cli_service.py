@@ -76,9 +76,11 @@ def test_models_and_keys(service: str) -> None:
     assert (model["name"], model["pi0"], model["window"], model["segments"]) == (
         "cli-model", 0.05, "15m", ["eu"]
     )  # fmt: skip
-    assert model["sla"] == [  # evidence: the default the service stores
-        {"metric": "f1", "op": ">=", "target": 0.6, "evidence": "interval"},
-        {"metric": "recall", "op": ">=", "target": 0.5, "evidence": "interval"},
+    # the service may store more per objective (how it is judged): compare what was sent
+    sent = [{k: o[k] for k in ("metric", "op", "target")} for o in model["sla"]]
+    assert sent == [
+        {"metric": "f1", "op": ">=", "target": 0.6},
+        {"metric": "recall", "op": ">=", "target": 0.5},
     ]
 
     again = admin(service, "models", "create", "cli-model", "--pi0", "0.05")
