@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.exporter.collector import WindowResultsCollector
 from app.exporter.rejections import RejectionCounter, RejectionCountingMiddleware
+from app.exporter.streaks import StreakCollector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """Media type of the exposition (Prometheus text format 0.0.4)."""
@@ -27,7 +28,10 @@ class Exporter:
     Attributes
     ----------
     windows : WindowResultsCollector
-        Stored window results, queue and ingestion counters (read per scrape).
+        Stored window results, queue and ingestion counters (read per scrape);
+        its text (:meth:`render`) includes the streaks.
+    streaks : StreakCollector
+        Consecutive flagged or breached windows (read per scrape).
     rejections : RejectionCounter
         Rejected batch requests of this process, by reason.
     process : CollectorRegistry
@@ -42,7 +46,8 @@ class Exporter:
     """
 
     def __init__(self, session_factory: Callable[[], Session]) -> None:
-        self.windows = WindowResultsCollector(session_factory)
+        self.streaks = StreakCollector(session_factory)
+        self.windows = WindowResultsCollector(session_factory, parts=(self.streaks,))
         self.rejections = RejectionCounter()
         self.process = CollectorRegistry(auto_describe=False)
         self.process.register(self.rejections)
@@ -51,10 +56,12 @@ class Exporter:
         GCCollector(registry=self.process)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.windows)
+        self.registry.register(self.streaks)
         self.registry.register(self.process)  # a registry is itself a collector
 
     def render(self) -> bytes:
-        """The full exposition in text format 0.0.4 (window families written directly)."""
+        """The full exposition in text format 0.0.4 (window and streak families written
+        directly)."""
         return self.windows.render_text().encode() + generate_latest(self.process)
 
 
