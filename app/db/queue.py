@@ -411,7 +411,10 @@ def invalidate_windows(
     int
         The number of windows marked.
     """
-    conditions: list[Any] = [WA.model_id == model_id, WA.version > 0]
+    # every aggregate row has data (folded, or in deltas: a row is created with
+    # its window's first batch), and a window whose first fold is in progress
+    # (version 0) must be fenced out too
+    conditions: list[Any] = [WA.model_id == model_id]
     if segment is not None:
         conditions.append(WA.segment == segment)
     if start_from is not None:

@@ -344,8 +344,9 @@ def test_the_api_killed_mid_batch_loses_and_doubles_nothing(
 ) -> None:
     deployment = deploy(processes, database)
     user = _register(deployment, 2, clients)
-    # 20 batches left after the hold: the kill comes long before the last one
-    load = Load.plan(user, windows=2, batches=30, rows=20000, rng=np.random.default_rng(904))
+    # 200 batches left after the hold: the kill comes long before the last one
+    # (each is a short append: tens of them may be stored while the kill is sent)
+    load = Load.plan(user, windows=2, batches=300, rows=20000, rng=np.random.default_rng(904))
     thread = load.start()
     wait_until(lambda: load.done == load.hold_at, "the first batches", RETRY_SECONDS, processes)
     load.resume.set()

@@ -232,3 +232,21 @@ def test_claim_skips_a_row_locked_by_ingestion_instead_of_waiting(pg_url: str) -
             assert got is not None and got.claim.window_start == newer
         got = claim(factory)
         assert got is not None and got.claim.window_start == older
+
+
+def test_invalidation_fences_out_a_first_fold_in_progress(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """A window whose first fold is being computed (version 0) is fenced out too: its
+    drift reference may have received data meanwhile."""
+    model = register_model(factory)
+    (start,) = window_starts(model, 1)
+    post_batch(factory, model, settings, at=start, rng=np.random.default_rng(9))
+    in_progress = claim(factory)
+    assert in_progress is not None and in_progress.claim.version == 0
+    with factory() as session, write_transaction(session):
+        assert queue.invalidate_windows(session, model.id, now=utcnow()) == 1
+    assert persist(factory, in_progress) is Outcome.FENCED_OUT
+    again = claim(factory)
+    assert again is not None and len(again.batch_ids) == 1  # the delta is still there
+    assert persist(factory, again) is Outcome.STORED
