@@ -101,13 +101,19 @@ class MixtureReference:
         pos = coarsen(reference.positives, starts)
         neg = coarsen(reference.negatives, starts)
         k = starts.shape[0]
+        f_positive = (pos + pseudo_count) / (pos.sum() + k * pseudo_count)
+        f_negative = (neg + pseudo_count) / (neg.sum() + k * pseudo_count)
+        if np.array_equal(f_positive, f_negative):
+            raise InvalidInput(
+                "reference", "both classes have the same score distribution: no prior to estimate"
+            )
         return cls(
             edges=reference.edges,
             starts=starts,
             positives=pos,
             negatives=neg,
-            f_positive=(pos + pseudo_count) / (pos.sum() + k * pseudo_count),
-            f_negative=(neg + pseudo_count) / (neg.sum() + k * pseudo_count),
+            f_positive=f_positive,
+            f_negative=f_negative,
             curve=cumulative_counts_from_histograms(
                 reference.positives, reference.negatives, reference.edges
             ),

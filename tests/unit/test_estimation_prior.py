@@ -84,9 +84,19 @@ def test_bad_grouping_options_name_the_field(kwargs: dict[str, object], field: s
     assert err.value.field == field
 
 
-def test_a_reference_without_one_class_is_refused() -> None:
-    with pytest.raises(InvalidInput, match="both classes") as err:
-        MixtureReference.from_histograms(WindowHistograms([0, 0], [2, 1], [0.0, 0.5, 1.0]))
+@pytest.mark.parametrize(
+    ("positives", "negatives", "reason"),
+    [
+        ([0, 0], [2, 1], "both classes"),
+        ([0, 7], [0, 3], "same score distribution"),  # every score in one bin: one group
+        ([2, 4], [2, 4], "same score distribution"),
+    ],
+)
+def test_a_reference_that_cannot_identify_the_prior_is_refused(
+    positives: list[int], negatives: list[int], reason: str
+) -> None:
+    with pytest.raises(InvalidInput, match=reason) as err:
+        MixtureReference.from_histograms(WindowHistograms(positives, negatives, [0.0, 0.5, 1.0]))
     assert err.value.field == "reference"
 
 
