@@ -257,6 +257,7 @@ def estimate_window(
 
     Examples
     --------
+    >>> import numpy as np
     >>> from app.drift.simulation import BinormalStream
     >>> from app.metrics.binning import default_bin_edges
     >>> stream = BinormalStream(default_bin_edges(), mu_positive=0.0, mu_negative=-1.5)
