@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-unit lint fmt bench run migrate clean
+.PHONY: help install test test-fast lint fmt bench run migrate clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -18,11 +18,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install priorwatch with its dev tools
 
-test: $(STAMP) ## run the whole suite (unit, SQLite and PostgreSQL integration); app/metrics must stay at 100% line coverage
-	$(BIN)/pytest --cov=app/metrics --cov-report=term-missing:skip-covered --cov-fail-under=100
+COVERAGE_FLOOR := 98
+# line coverage of app/ measured by `make test`, rounded down; raise it, never lower it
 
-test-unit: $(STAMP) ## run the unit tests only (no database)
-	$(BIN)/pytest tests/unit
+test: $(STAMP) ## the whole suite (doctests of app/, unit, SQLite and PostgreSQL integration, e2e); coverage floor on app/, 100% on app/metrics
+	$(BIN)/pytest --doctest-modules app tests --cov=app --cov-report=term-missing:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
+	@$(BIN)/coverage report --include='app/metrics/*' --fail-under=100 >/dev/null \
+	  || { echo "app/metrics must stay at 100% line coverage:"; $(BIN)/coverage report --include='app/metrics/*' --show-missing --skip-covered; exit 1; }
+
+test-fast: $(STAMP) ## unit tests and doctests, without the slow simulations (no database; under a minute)
+	$(BIN)/pytest --doctest-modules app tests/unit -m "not slow" -q
 
 lint: $(STAMP) ## ruff lint and format check, mypy strict on app/
 	$(BIN)/ruff check .

@@ -1,4 +1,4 @@
-"""The ``priorwatch`` command (spec/contract.md, "Command line").
+"""The ``priorwatch`` command (README.md, "Command line").
 
 Each command parses its options and hands over to the module that owns the
 work; imports are deferred so ``priorwatch --help`` stays instant.
@@ -62,7 +62,7 @@ def ops(
     ] = None,
 ) -> None:
     """Print the outperformance score of VALUE of METRIC at prior PI."""
-    from app.metrics._validation import InvalidInput
+    from app.errors import InvalidInput
     from app.metrics.ops import outperformance_score
 
     try:
@@ -94,7 +94,7 @@ def evaluate(
 ) -> None:
     """Print the full metric set for a CSV of scores and labels."""
     from app.csv_input import read_scores_labels
-    from app.metrics._validation import InvalidInput
+    from app.errors import InvalidInput
     from app.metrics.evaluate import evaluate as evaluate_arrays
     from app.reporting import format_metrics
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 
 SCORE_COLUMN = "score"
 LABEL_COLUMN = "label"

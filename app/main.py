@@ -25,14 +25,13 @@ StopFunction = Callable[[], None]
 
 
 def start_embedded_worker(app: FastAPI, settings: Settings) -> StopFunction | None:
-    """HOOK: start the in-process worker of embedded mode; return its stop function.
+    """Start the in-process worker of embedded mode; return its stop function.
 
-    Called once by the lifespan at startup. In embedded mode (SQLite database
-    and ``settings.embedded_worker``) it must start ONE worker thread that
-    processes dirty windows, using ``app.state.session_factory`` (or
-    ``app.state.engine``), and return a function that stops and joins it;
-    the lifespan calls that function at shutdown. Otherwise it returns None:
-    PostgreSQL deployments run ``priorwatch worker`` processes instead.
+    Called once by the lifespan at startup. With a SQLite database and
+    ``settings.embedded_worker``, one worker thread processes dirty windows
+    through ``app.state.session_factory``; the returned function stops and
+    joins it at shutdown. Otherwise None: PostgreSQL deployments run
+    ``priorwatch worker`` processes instead.
     """
     if not (settings.is_sqlite and settings.embedded_worker):
         return None

@@ -2,25 +2,20 @@
 script runs as ``python bench/bench_<area>.py``, so bench/ is on sys.path).
 
 * :func:`per_call`: median wall time of a call;
-* :func:`postgres_database`: a scratch PostgreSQL database, or ``None`` when
-  the server is unreachable (the benchmark then skips its PostgreSQL part).
+* :func:`postgres_database`: a scratch PostgreSQL database (the same helper as
+  the tests', :mod:`app.db.scratch`), or ``None`` when the server is
+  unreachable (the benchmark then skips its PostgreSQL part).
 """
 
 from __future__ import annotations
 
-import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
-import sqlalchemy as sa
 
-POSTGRES_SERVER_URL = os.environ.get(
-    "PRIORWATCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
-"""The server the benchmarks create their databases on (as the tests: same variable)."""
+from app.db.scratch import ServerUnavailable, scratch_postgres_database
 
 
 def per_call(func: Callable[[], object], repeat: int) -> float:
@@ -37,27 +32,14 @@ def per_call(func: Callable[[], object], repeat: int) -> float:
 def postgres_database(
     skipped: str = "PostgreSQL unreachable ({reason}): skipped",
 ) -> Iterator[str | None]:
-    """A new, empty database on :data:`POSTGRES_SERVER_URL`, dropped after the block.
+    """A new, empty database on the tests' server (PRIORWATCH_TEST_POSTGRES_URL), dropped after.
 
     Yields its URL, or ``None`` after printing ``skipped`` (formatted with the
     server's ``reason``) when the server cannot be reached.
     """
-    server = sa.engine.make_url(POSTGRES_SERVER_URL)
-    admin = sa.create_engine(
-        server, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
-    )
-    name = f"priorwatch_bench_{uuid.uuid4().hex[:10]}"
     try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    except sa.exc.OperationalError as exc:
-        print(skipped.format(reason=str(exc.orig).strip().splitlines()[0]))
-        admin.dispose()
+        with scratch_postgres_database("priorwatch_bench") as url:
+            yield url
+    except ServerUnavailable as exc:  # raised before the yield only
+        print(skipped.format(reason=exc.reason))
         yield None
-        return
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()

@@ -44,7 +44,8 @@ from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.services.model_config import ModelConfig
-from app.services.window_compute import WindowSums, compute_window_result
+from app.services.window_compute import compute_window_result
+from app.services.window_sums import WindowSums
 
 MODELS = 100
 SEGMENTS = 10

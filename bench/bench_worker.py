@@ -40,17 +40,18 @@ import sqlalchemy as sa
 from _common import postgres_database
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.api.schemas import ModelCreate
 from app.config import Settings
+from app.db import queue
 from app.db.migrate import upgrade_to_head
 from app.db.models import WindowMetrics
 from app.db.session import make_engine, make_session_factory, write_transaction
 from app.services.ingestion import ingest_batch
 from app.services.model_config import ModelConfig
+from app.services.model_settings import ModelCreate
 from app.services.models import create_model
-from app.services.window_compute import WindowSums, compute_window_result
+from app.services.window_compute import compute_window_result
+from app.services.window_sums import WindowSums
 from app.services.windowing import window_length, window_start
-from app.worker import queue
 
 WAIT_SECONDS = 300.0
 

@@ -14,7 +14,7 @@ import pytest
 from app.metrics.evaluate import CURVE_METRICS, OPS_METRICS
 
 CURVE_KEYS = frozenset({*CURVE_METRICS, "calibrated_auc_pr"})
-"""Curve areas: from histograms, within 1e-3 of the exact value (spec/contract.md)."""
+"""Curve areas: from histograms, within 1e-3 of the exact value (docs/design.md)."""
 CURVE_OPS = frozenset(f"ops_{m}" for m in OPS_METRICS if m in CURVE_METRICS)
 """OPS of curve areas: the OPS of a value within 1e-3, so compared within 0.02."""
 

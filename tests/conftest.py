@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,14 +24,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 from app.config import Settings
 from app.db.base import Base
 from app.db.migrate import upgrade_to_head
+from app.db.scratch import ServerUnavailable, scratch_postgres_database
 
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
-DEFAULT_TEST_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:
@@ -67,10 +65,6 @@ def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
 # --- PostgreSQL ----------------------------------------------------------------
 
 
-def _postgres_server_url() -> str:
-    return os.environ.get("PRIORWATCH_TEST_POSTGRES_URL", DEFAULT_TEST_POSTGRES_URL)
-
-
 def _unavailable(reason: str) -> None:
     if os.environ.get("PRIORWATCH_REQUIRE_POSTGRES") == "1":
         pytest.fail(f"PostgreSQL required (PRIORWATCH_REQUIRE_POSTGRES=1): {reason}")
@@ -83,23 +77,11 @@ def fresh_postgres_database() -> Iterator[str]:
 
     Skips (or fails, with PRIORWATCH_REQUIRE_POSTGRES=1) when the server is unreachable.
     """
-    server = make_url(_postgres_server_url())
-    admin = sa.create_engine(
-        server, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
-    )
-    name = f"priorwatch_test_{uuid.uuid4().hex[:12]}"
     try:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    except sa.exc.OperationalError as exc:
-        admin.dispose()
-        _unavailable(str(exc.orig).strip().splitlines()[0])
-    try:
-        yield server.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        with scratch_postgres_database("priorwatch_test") as url:
+            yield url
+    except ServerUnavailable as exc:  # raised before the yield only
+        _unavailable(exc.reason)
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.services.errors import (
     ApiKeyNotFound,
     IdempotencyKeyReused,

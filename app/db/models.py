@@ -41,13 +41,12 @@ from app.db.types import Float64Array, Int64Array, JSONDocument, UTCDateTime
 
 ALL_SEGMENTS = "*"
 """Segment key of the all-traffic aggregate of a window."""
+ALL_SEGMENTS_LABEL = "all"
+"""How the all-traffic aggregate is named outside storage (the ``segment`` label
+in /metrics); no registered segment may take this name."""
 
 BATCH_KINDS = ("scores", "histogram", "confusion_matrix")
 """What a batch carried: raw scores and labels, per-bin counts, or one confusion matrix."""
-
-WINDOW_STATUSES = ("fresh", "stale", "error")
-"""``window_metrics.status``: computed from the current aggregate version, from an
-older one (a batch arrived since), or the computation failed."""
 
 
 class Model(Base):
@@ -211,7 +210,7 @@ class WindowAggregate(Base):
     """Optional worker lease: a claimer skips dirty rows whose lease has not expired."""
     claim_attempt: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     """Fencing token: every worker claim increments it; a worker may complete the window
-    only while it holds the latest attempt (app/worker/queue.py)."""
+    only while it holds the latest attempt (app/db/queue.py)."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
@@ -237,7 +236,7 @@ class WindowMetrics(Base):
     aggregate_version: Mapped[int] = mapped_column(BigInteger)
     computed_at: Mapped[datetime] = mapped_column(UTCDateTime)
     status: Mapped[str] = mapped_column(String(16))
-    """One of WINDOW_STATUSES."""
+    """A :class:`app.statuses.StoredStatus` value."""
     metrics: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     drift: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     curves: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)

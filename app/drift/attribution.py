@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from app.drift.histograms import WindowHistograms
-from app.drift.settings import INSUFFICIENT_DATA, OK, DriftSettings
-from app.metrics._validation import InvalidInput
+from app.drift.settings import DriftSettings
+from app.errors import InvalidInput
 from app.metrics.curves import (
     CurveCounts,
     average_precision_from_counts,
@@ -34,6 +34,7 @@ from app.metrics.curves import (
 )
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.undefined import to_optional
+from app.statuses import DriftStatus
 
 ATTRIBUTED_LABELING_METRICS: tuple[str, ...] = ("precision", "f1")
 """Labeling metrics attributed by default, at the model's decision threshold."""
@@ -153,7 +154,9 @@ def attribute_changes(
     least = settings.min_class_count
     if min(reference.n_positives, reference.n_negatives) < least:
         nan = float("nan")
-        return {name: MetricAttribution(INSUFFICIENT_DATA, *[nan] * 6) for name in metrics}
+        return {
+            name: MetricAttribution(DriftStatus.INSUFFICIENT_DATA, *[nan] * 6) for name in metrics
+        }
     window_ok = min(window.n_positives, window.n_negatives) >= least
     curve_r = cumulative_counts_from_histograms(
         reference.positives, reference.negatives, reference.edges
@@ -166,7 +169,7 @@ def attribute_changes(
     pi_r, pi_w = reference.prior, window.prior
     return {
         name: _split(
-            OK if window_ok else INSUFFICIENT_DATA,
+            DriftStatus.OK if window_ok else DriftStatus.INSUFFICIENT_DATA,
             _at(metric, curve_r, pi_r),
             _at(metric, curve_r, pi_w),
             _at(metric, curve_w, pi_w),

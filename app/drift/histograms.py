@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.binning import check_bin_edges
 
 FloatArray = npt.NDArray[np.float64]
@@ -40,7 +40,7 @@ class WindowHistograms:
         (``app.metrics.binning.check_bin_edges``).
 
     The arrays are validated, copied to float64 and made read-only; bad input
-    raises :class:`~app.metrics._validation.InvalidInput` naming the field.
+    raises :class:`~app.errors.InvalidInput` naming the field.
 
     Examples
     --------

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.drift.histograms import FloatArray, WindowHistograms
-from app.drift.settings import INSUFFICIENT_DATA, MIN_EXPECTED_COUNT, OK, DriftSettings
+from app.drift.settings import MIN_EXPECTED_COUNT, DriftSettings
 from app.drift.two_sample import (
     bin_midpoints,
     chi_square_homogeneity,
@@ -48,6 +48,7 @@ from app.drift.two_sample import (
     wasserstein_from_histograms,
 )
 from app.metrics.probability import population_stability_index
+from app.statuses import DriftStatus
 
 PSI_BINS = 10
 """The PSI is computed over the reference's deciles, as is customary."""
@@ -202,7 +203,7 @@ def _class_shift_test(
     """
     n_r, n_w = float(reference.sum()), float(window.sum())
     if not _has_enough(n_r, n_w, settings):
-        return ClassShiftTest(INSUFFICIENT_DATA, n_r, n_w)
+        return ClassShiftTest(DriftStatus.INSUFFICIENT_DATA, n_r, n_w)
     rank_z, rank_p, superiority = rank_sum_test(reference, window)
     starts = quantile_bin_starts(reference, _test_bins(n_r, n_w, settings))
     chi2, df, chi2_p = chi_square_homogeneity(coarsen(reference, starts), coarsen(window, starts))
@@ -211,7 +212,7 @@ def _class_shift_test(
     deciles = quantile_bin_starts(reference, PSI_BINS)
     psi = population_stability_index(coarsen(reference, deciles), coarsen(window, deciles))
     return ClassShiftTest(
-        OK,
+        DriftStatus.OK,
         n_r,
         n_w,
         rank_z=rank_z,
@@ -263,11 +264,13 @@ def likelihood_shift_test(
     positive, negative = (
         _class_shift_test(r, w, midpoints, settings, max(n_tests, 1)) for r, w in pairs
     )
-    tested = [c for c in (positive, negative) if c.status == OK]
+    tested = [c for c in (positive, negative) if c.status == DriftStatus.OK]
     if not tested:
-        return LikelihoodShiftTest(INSUFFICIENT_DATA, None, None, None, positive, negative)
+        return LikelihoodShiftTest(
+            DriftStatus.INSUFFICIENT_DATA, None, None, None, positive, negative
+        )
     return LikelihoodShiftTest(
-        OK,
+        DriftStatus.OK,
         min(c.p_adjusted for c in tested if c.p_adjusted is not None),
         max(c.psi for c in tested if c.psi is not None),
         any(bool(c.flag) for c in tested),

@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from app.drift.settings import INSUFFICIENT_DATA, MIN_EXPECTED_COUNT, OK, DriftSettings
+from app.drift.settings import MIN_EXPECTED_COUNT, DriftSettings
 from app.metrics.undefined import to_optional
+from app.statuses import DriftStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +176,10 @@ def prior_shift_test(
         _ratio(change, pi_r),
     )
     if min(reference_positives, reference_negatives) < settings.min_class_count or n_w == 0:
-        return PriorShiftTest(INSUFFICIENT_DATA, *common, None, None, None, None, None)
+        return PriorShiftTest(DriftStatus.INSUFFICIENT_DATA, *common, None, None, None, None, None)
     test, statistic, p_value = two_proportion_test(
         reference_positives, reference_negatives, window_positives, window_negatives
     )
     effect = abs(change)
     flag = p_value < settings.alpha and effect > settings.min_prior_effect
-    return PriorShiftTest(OK, *common, effect, test, statistic, p_value, flag)
+    return PriorShiftTest(DriftStatus.OK, *common, effect, test, statistic, p_value, flag)

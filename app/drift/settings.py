@@ -5,12 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from app.metrics._validation import InvalidInput, check_probability
+from app.errors import InvalidInput
+from app.metrics._validation import check_probability
 
-OK = "ok"
-"""Status of a part of the verdict that could be computed."""
-INSUFFICIENT_DATA = "insufficient_data"
-"""Status of a part that needs a class with fewer than ``min_class_count`` examples."""
 MIN_EXPECTED_COUNT = 5.0
 """Smallest expected cell count for which a chi-square approximation is trusted."""
 

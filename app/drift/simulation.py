@@ -1,5 +1,5 @@
 """Seeded binormal-logit streams of per-class histograms (and per-example scores,
-:func:`binormal_scores`), for tests, benches and docs.
+:func:`binormal_scores`, :func:`shifted_logit_scores`), for tests, benches and docs.
 
 The score of an example of class y is ``sigmoid(z)`` with logit
 ``z ~ Normal(mu_y, sd_y)``. Binned on fixed edges, the histogram of n such
@@ -17,7 +17,8 @@ import numpy.typing as npt
 from scipy import stats
 
 from app.drift.histograms import FloatArray, WindowHistograms
-from app.metrics._validation import InvalidInput, check_probability
+from app.errors import InvalidInput
+from app.metrics._validation import check_probability
 from app.metrics.binning import check_bin_edges
 
 
@@ -79,6 +80,43 @@ def binormal_scores(
     m0 = np.log(prior / (1 - prior)) - s * s / 2
     logit = temper * (rng.normal(m0, s, n) + s * s * y)
     return 1.0 / (1.0 + np.exp(-logit)), y
+
+
+def shifted_logit_scores(
+    rng: np.random.Generator, n: int, prior: float, *, separation: float, offset: float
+) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """Per-example scores whose logit is Normal(offset, 1), shifted by ``separation``
+    for class 1 (not calibrated: the test-data sampler of the service's tests).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Source of randomness (labels first, then the logits).
+    n : int
+        Number of examples.
+    prior : float in [0, 1]
+        Probability of class 1.
+    separation : float
+        Logit mean of class 1 minus that of class 0.
+    offset : float
+        Logit mean of class 0.
+
+    Returns
+    -------
+    scores : array of float64, shape (n,)
+        ``scores[i] = sigmoid(z_i + separation * labels[i] + offset)``, z_i ~ N(0, 1).
+    labels : array of bool, shape (n,)
+        ``labels[i]`` is True when example i is of class 1.
+
+    Examples
+    --------
+    >>> s, y = shifted_logit_scores(np.random.default_rng(0), 5, 0.5, separation=2.0, offset=-1.0)
+    >>> s.shape, y.dtype.name, bool(((0 < s) & (s < 1)).all())
+    ((5,), 'bool', True)
+    """
+    labels = rng.random(n) < prior
+    logits = rng.normal(size=n) + separation * labels + offset
+    return 1.0 / (1.0 + np.exp(-logits)), labels
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -12,11 +12,17 @@ from app.drift.attribution import MetricAttribution, attribute_changes, attribut
 from app.drift.histograms import WindowHistograms
 from app.drift.likelihood import LikelihoodShiftTest, likelihood_shift_test
 from app.drift.prior import PriorShiftTest, prior_shift_test
-from app.drift.settings import INSUFFICIENT_DATA, OK, DriftSettings
-from app.metrics._validation import InvalidInput
+from app.drift.settings import DriftSettings
+from app.errors import InvalidInput
+from app.statuses import DriftStatus, DriftVerdict
 
-VERDICTS: tuple[str, ...] = ("none", "prior", "likelihood", "both")
-"""Every verdict :func:`drift_verdict` can give (the service adds ``"reference"``).
+VERDICTS: tuple[DriftVerdict, ...] = (
+    DriftVerdict.NONE,
+    DriftVerdict.PRIOR,
+    DriftVerdict.LIKELIHOOD,
+    DriftVerdict.BOTH,
+)
+"""Every verdict :func:`drift_verdict` can give (the service adds ``DriftVerdict.REFERENCE``).
 
 A flag is raised only by a test that ran: when neither part could be tested
 the verdict is ``"none"`` and ``status`` says ``"insufficient_data"``."""
@@ -62,15 +68,19 @@ class DriftResult:
 
 
 def _status(prior: PriorShiftTest, likelihood: LikelihoodShiftTest) -> str:
-    return OK if OK in (prior.status, likelihood.status) else INSUFFICIENT_DATA
+    return (
+        DriftStatus.OK
+        if DriftStatus.OK in (prior.status, likelihood.status)
+        else DriftStatus.INSUFFICIENT_DATA
+    )
 
 
 def _verdict(prior: PriorShiftTest, likelihood: LikelihoodShiftTest) -> str:
     return {
-        (False, False): "none",
-        (True, False): "prior",
-        (False, True): "likelihood",
-        (True, True): "both",
+        (False, False): DriftVerdict.NONE,
+        (True, False): DriftVerdict.PRIOR,
+        (False, True): DriftVerdict.LIKELIHOOD,
+        (True, True): DriftVerdict.BOTH,
     }[(prior.flag is True, likelihood.flag is True)]
 
 
@@ -105,8 +115,8 @@ def drift_verdict(
     >>> edges = [0.0, 0.25, 0.5, 0.75, 1.0]
     >>> ref = WindowHistograms([50, 100, 300, 550], [5000, 3000, 800, 200], edges)
     >>> win = WindowHistograms([40, 80, 240, 440], [500, 300, 80, 20], edges)
-    >>> drift_verdict(ref, win, threshold=0.5).verdict
-    'prior'
+    >>> print(drift_verdict(ref, win, threshold=0.5).verdict)
+    prior
     """
     settings = settings or DriftSettings()
     if not np.array_equal(reference.edges, window.edges):

@@ -43,8 +43,6 @@ DIRTY_WINDOWS = "priorwatch_dirty_windows"
 WORKER_LAG = "priorwatch_worker_lag_seconds"
 """gauge: age of the oldest dirty mark in seconds (0 when none)."""
 
-ALL_SEGMENTS_LABEL = "all"
-"""``segment`` label value of the all-traffic window."""
 
 EXPOSED_NAMES: tuple[str, ...] = (
     WINDOW_METRIC,

@@ -1,7 +1,7 @@
 """Validation at the public boundary of :mod:`app.metrics`.
 
 Public functions call one ``check_*`` helper; private helpers trust its output.
-Errors are :class:`InvalidInput` with the offending field, so the HTTP layer can
+Errors are :class:`app.errors.InvalidInput` with the offending field, so the HTTP layer can
 turn them into problem+json without guessing.
 """
 
@@ -12,14 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-
-class InvalidInput(ValueError):
-    """Input that no metric can be computed from; ``field`` names what is wrong."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
+from app.errors import InvalidInput
 
 
 def check_scores_labels(

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 
 Array = npt.NDArray[np.float64]
 

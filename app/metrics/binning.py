@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from app.metrics._validation import InvalidInput, check_probability, check_scores_labels
+from app.errors import InvalidInput
+from app.metrics._validation import check_probability, check_scores_labels
 
 Array = npt.NDArray[np.float64]
 

@@ -1,4 +1,4 @@
-"""Cost-sensitive metrics (spec/metrics.md section 6).
+"""Cost-sensitive metrics (docs/cost.md, "Weighted accuracy").
 
 Lombardo, Casoli, Cingolani, Oshodi, Zanatta, "Cost-Sensitive Evaluation for
 Binary Classifiers" (arXiv:2510.22016). Unit classification costs
@@ -20,7 +20,7 @@ functions here return ``nan`` there, like the labeling registry; the public
 mappings turn it into ``None`` with :data:`WEIGHTED_ACCURACY_UNDEFINED` as the
 reason (:mod:`app.metrics.undefined`). Invalid input (negative counts, ``w``
 outside [0, 1], costs in the wrong order, ...) raises
-:class:`~app.metrics._validation.InvalidInput` naming the field.
+:class:`~app.errors.InvalidInput` naming the field.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ import numpy as np
 from scipy.integrate import quad
 from scipy.special import betainc, betaincc, betaincinv, expit
 
-from app.metrics._validation import InvalidInput, check_count, check_probability
+from app.errors import InvalidInput
+from app.metrics._validation import check_count, check_probability
 from app.metrics.labeling import Array, ArrayLike, accuracy
 
 __all__ = [
@@ -131,8 +132,8 @@ class UnitCosts:
     def max_total_cost(self, positives: ArrayLike, negatives: ArrayLike) -> Array:
         """TCC_max = c_fn·P + c_fp·N: the cost of the classifier that is always wrong.
 
-        With shifted costs (c_tp = c_tn = 0) this is C_FN·P + C_FP·N, the form
-        spec/metrics.md prints; in general ``TCC_max − TCC_min = C_FN·P + C_FP·N``.
+        With shifted costs (c_tp = c_tn = 0) this is C_FN·P + C_FP·N (the form
+        often printed, docs/cost.md); in general ``TCC_max − TCC_min = C_FN·P + C_FP·N``.
         """
         p = check_count("positives", positives)
         n = check_count("negatives", negatives)

@@ -1,6 +1,6 @@
 """Directed Binary Tree (DBT) reference curves for the outperformance score.
 
-The reference distribution of whole curves of spec/metrics.md section 5
+The reference distribution of whole curves of docs/ops.md, "Scoring metrics"
 (Zhao, Bui, Yu, Dzieciolowski, "Outperformance Score"). One curve is drawn as a
 binary tree of (alpha, beta) = (FPR, FNR) points:
 
@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from app.metrics._validation import InvalidInput, check_probability
+from app.errors import InvalidInput
+from app.metrics._validation import check_probability
 
 Array = npt.NDArray[np.float64]
 

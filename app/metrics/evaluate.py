@@ -1,9 +1,9 @@
-"""The full metric set of spec/contract.md, from raw scores or from window aggregates.
+"""The full metric set (docs/metrics.md), from raw scores or from window aggregates.
 
 :func:`evaluate_counts` is the one core: it takes a curve (cumulative counts,
 exact from scores or from histograms), the confusion matrix at the decision
 threshold and the probability sums, and returns the flat mapping of the
-contract. :func:`evaluate` builds those three from per-example scores with
+metric set. :func:`evaluate` builds those three from per-example scores with
 one sort and calls it; the worker calls it with histogram-derived curves.
 """
 
@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from app.errors import InvalidInput
 from app.metrics._validation import (
-    InvalidInput,
     check_probability,
     check_scores_labels,
 )
@@ -203,7 +203,7 @@ def evaluate(
     cost_ratio: float | None = None,
     target_prior: float | None = None,
 ) -> dict[str, float | None]:
-    """The full metric set for per-example scores and labels (spec/contract.md).
+    """The full metric set for per-example scores and labels (docs/metrics.md).
 
     Parameters
     ----------

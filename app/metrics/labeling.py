@@ -1,4 +1,4 @@
-"""Labeling metrics of one confusion matrix (spec/metrics.md section 2).
+"""Labeling metrics of one confusion matrix (docs/metrics.md, "Labeling metrics").
 
 Every metric is a vectorised function ``f(tp, fp, fn, tn)`` of broadcastable
 float arrays that returns ``nan`` where a denominator is zero. Because each
@@ -225,7 +225,7 @@ LABELING_METRICS: dict[str, LabelingMetric] = {
         _m(recall_gain, True, "no true positives or no actual negatives", lower=float("-inf")),
     )
 }
-"""Every labeling metric, by its public name (spec/metrics.md section 2)."""
+"""Every labeling metric, by its public name (docs/metrics.md, "Labeling metrics")."""
 
 PRIOR_DEPENDENT: tuple[str, ...] = tuple(
     name for name, m in LABELING_METRICS.items() if m.prior_dependent

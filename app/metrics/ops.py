@@ -1,4 +1,4 @@
-"""The outperformance score (OPS): public entry point (spec/metrics.md section 5).
+"""The outperformance score (OPS): public entry point (docs/ops.md).
 
 OPS_M(mu; pi) is the probability that a reference classifier does worse than
 the observed value mu of metric M on data with class prior pi: a percentile
@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from app.metrics._validation import InvalidInput, check_probability
+from app.errors import InvalidInput
+from app.metrics._validation import check_probability
 from app.metrics.curves import lift_auc_ideal
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops_labeling import labeling_ops

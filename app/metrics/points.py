@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 
 if TYPE_CHECKING:
     from app.metrics.curves import CurveCounts

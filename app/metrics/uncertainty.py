@@ -1,4 +1,4 @@
-"""Credible and bootstrap intervals (spec/metrics.md section 8).
+"""Credible and bootstrap intervals (docs/cost.md, "Intervals").
 
 Labeling metrics: credible intervals
 ------------------------------------
@@ -50,7 +50,8 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from app.metrics._validation import InvalidInput, check_count, check_probability
+from app.errors import InvalidInput
+from app.metrics._validation import check_count, check_probability
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import (
     average_precision_from_counts,

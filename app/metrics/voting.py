@@ -1,4 +1,4 @@
-"""Champion/challenger comparison by vote of three metrics (spec/metrics.md section 7).
+"""Champion/challenger comparison by vote of three metrics (docs/cost.md, "Voting").
 
 Gong, "A novel performance measure for machine learning classification"
 (IJMIT 13(1), 2021): for classifiers a and b scored on the same examples,
@@ -22,7 +22,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from app.metrics._validation import InvalidInput, check_scores_labels
+from app.errors import InvalidInput
+from app.metrics._validation import check_scores_labels
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts, roc_auc_from_counts
 from app.metrics.labeling import accuracy, mcc

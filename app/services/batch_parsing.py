@@ -29,7 +29,8 @@ import orjson
 import simdjson
 
 from app.config import Settings
-from app.metrics._validation import InvalidInput, check_scores_labels
+from app.errors import InvalidInput
+from app.metrics._validation import check_scores_labels
 from app.metrics.binning import histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms

@@ -1,6 +1,6 @@
 """Domain errors of the service layer, one base, named by condition.
 
-Bad field values are :class:`app.metrics._validation.InvalidInput` (field +
+Bad field values are :class:`app.errors.InvalidInput` (field +
 reason), shared with the metric library; the HTTP layer maps every error here
 to problem+json (app/api/errors.py).
 """

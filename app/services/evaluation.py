@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 from app.config import Settings
-from app.metrics import evaluate
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
+from app.metrics.evaluate import evaluate
 from app.services.batch_parsing import load_document, scores_labels_arrays
 
 EVALUATE_FIELDS = frozenset({"scores", "labels", "threshold", "pi0", "cost_ratio", "target_prior"})

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from app.db import queries
 from app.db.models import Batch
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.services.errors import IdempotencyKeyReused, RequestInFlight
 
 HEADER = "Idempotency-Key"

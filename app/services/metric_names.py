@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from app.metrics import evaluate
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
+from app.metrics.evaluate import evaluate
 
 # A tiny fixed sample with every optional setting on, so that every key appears.
 _SCORES = (0.05, 0.2, 0.35, 0.45, 0.55, 0.65, 0.8, 0.95)

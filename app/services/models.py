@@ -20,16 +20,16 @@ import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.api.schemas import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
 from app.db import queries
 from app.db.models import Model
+from app.db.queue import invalidate_windows
 from app.db.session import write_transaction
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges
 from app.services.auth_cache import AUTH_CACHE
 from app.services.errors import ModelAlreadyExists, ModelNotFound
 from app.services.metric_names import check_metric_name
-from app.worker.queue import invalidate_windows
+from app.services.model_settings import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
 
 
 def _check_sla(objectives: Sequence[SlaObjective]) -> list[dict[str, Any]]:
@@ -106,7 +106,7 @@ def _refuse_changes(model: Model, data: ModelUpdate) -> None:
 
 
 RECOMPUTE_ON_CHANGE = frozenset({"pi0", "cost_ratio", "costs", "drift"})
-"""Settings that stored window results depend on (app/worker/queue.py invalidates them)."""
+"""Settings that stored window results depend on (app/db/queue.py invalidates them)."""
 
 
 def update_model(session: Session, model: Model, data: ModelUpdate, now: datetime) -> Model:

@@ -21,36 +21,24 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.metrics.labeling import PRIOR_DEPENDENT
 from app.services.model_config import ModelConfig
+from app.services.sla_objectives import Objective, ObjectiveResult, evaluate_objective
 from app.services.window_read import (
-    FRESH,
     MAX_STORED_WINDOWS,
     WindowView,
     iso,
-    resolve_range,
     segment_key,
     stored_windows,
 )
-
-MET = "met"
-BREACHED = "breached"
-INSUFFICIENT_DATA = "insufficient_data"
-PENDING = "pending"
-NO_OBJECTIVES = "no_objectives"
-
-CALIBRATED_PREFIX = "calibrated_"
-AT_PI0: Mapping[str, str] = {
-    name: CALIBRATED_PREFIX + name for name in (*PRIOR_DEPENDENT, "auc_pr")
-}
-"""Prior-dependent metric -> the name of its value at pi0."""
+from app.services.windowing import resolve_range
+from app.statuses import SlaStatus, WindowState
 
 CSV_COLUMNS: tuple[str, ...] = (
     "window_start",
@@ -72,118 +60,22 @@ CSV_COLUMNS: tuple[str, ...] = (
 """Columns of the CSV report, one row per (window, objective)."""
 
 
-@dataclass(frozen=True)
-class Objective:
-    """One SLA objective: ``metric op target`` should hold in every window."""
-
-    metric: str
-    op: str
-    target: float
-
-    @classmethod
-    def from_document(cls, doc: Mapping[str, Any]) -> Objective:
-        """From the stored ``{"metric", "op", "target"}`` (model.sla)."""
-        op = str(doc["op"])
-        if op not in (">=", "<="):
-            raise ValueError(f"objective op {op!r} is not '>=' or '<='")
-        return cls(str(doc["metric"]), op, float(doc["target"]))
-
-    @property
-    def label(self) -> str:
-        """``"calibrated_f1>=0.6"``: the objective's name in reports and in Prometheus."""
-        return f"{self.metric}{self.op}{float(self.target)!r}"
-
-    @property
-    def evaluated_as(self) -> str:
-        """The stored metric read for this objective: its value at pi0 (module docstring)."""
-        base, sep, suffix = self.metric.partition("@")
-        return AT_PI0.get(base, base) + sep + suffix
-
-    def holds(self, value: float) -> bool:
-        return value >= self.target if self.op == ">=" else value <= self.target
-
-
 def model_objectives(model: ModelConfig) -> tuple[Objective, ...]:
     """The model's SLA objectives, in their registered order."""
     return tuple(Objective.from_document(o) for o in model.sla)
 
 
-@dataclass(frozen=True)
-class ObjectiveResult:
-    """An objective in one window: the value read, its interval and the status."""
-
-    objective: Objective
-    value: float | None
-    lower: float | None
-    upper: float | None
-    status: str
-    reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        o = self.objective
-        return {
-            "objective": o.label,
-            "metric": o.metric,
-            "evaluated_as": o.evaluated_as,
-            "op": o.op,
-            "target": o.target,
-            "value": self.value,
-            "lower": self.lower,
-            "upper": self.upper,
-            "status": self.status,
-            "reason": self.reason,
-        }
-
-
-def evaluate_objective(
-    objective: Objective,
-    metrics: Mapping[str, Any],
-    intervals: Mapping[str, Any] | None = None,
-    reasons: Mapping[str, str] | None = None,
-) -> ObjectiveResult:
-    """Compare a window's stored value of the objective's metric with its target.
-
-    Parameters
-    ----------
-    objective : Objective
-    metrics : mapping of str to float or None
-        The window's metrics (names as in ``evaluate``).
-    intervals : mapping of str to {"lower", "upper", ...}, optional
-        Credible intervals by metric name.
-    reasons : mapping of str to str, optional
-        Why a None metric is None.
-
-    Returns
-    -------
-    ObjectiveResult
-        ``met`` / ``breached`` from the point value; ``insufficient_data``
-        with the reason when the value is absent or None.
-    """
-    name = objective.evaluated_as
-    value = metrics.get(name)
-    bounds = (intervals or {}).get(name) or {}
-    lower, upper = bounds.get("lower"), bounds.get("upper")
-    if value is None:
-        reason = (reasons or {}).get(name)
-        if reason is None and name not in metrics:
-            reason = f"{name} is not computed for this window"
-        return ObjectiveResult(objective, None, lower, upper, INSUFFICIENT_DATA, reason)
-    value = float(value)
-    status = MET if objective.holds(value) else BREACHED
-    return ObjectiveResult(objective, value, lower, upper, status)
-
-
 def _window_status(results: Sequence[ObjectiveResult]) -> str:
     statuses = {r.status for r in results}
     if not statuses:
-        return NO_OBJECTIVES
-    if PENDING in statuses:
-        return PENDING
-    if BREACHED in statuses:
-        return BREACHED
-    if statuses == {MET}:
-        return MET
-    return INSUFFICIENT_DATA
+        return SlaStatus.NO_OBJECTIVES
+    if SlaStatus.PENDING in statuses:
+        return SlaStatus.PENDING
+    if SlaStatus.BREACHED in statuses:
+        return SlaStatus.BREACHED
+    if statuses == {SlaStatus.MET}:
+        return SlaStatus.MET
+    return SlaStatus.INSUFFICIENT_DATA
 
 
 @dataclass(frozen=True)
@@ -223,7 +115,12 @@ class Tally:
     @classmethod
     def of(cls, statuses: Iterable[str]) -> Tally:
         s = list(statuses)
-        return cls(s.count(MET), s.count(BREACHED), s.count(INSUFFICIENT_DATA), s.count(PENDING))
+        return cls(
+            s.count(SlaStatus.MET),
+            s.count(SlaStatus.BREACHED),
+            s.count(SlaStatus.INSUFFICIENT_DATA),
+            s.count(SlaStatus.PENDING),
+        )
 
     @property
     def compliance_ratio(self) -> float | None:
@@ -327,9 +224,11 @@ def window_results(
     objectives: Sequence[Objective], window: WindowView
 ) -> tuple[ObjectiveResult, ...]:
     """Every objective in one window (``pending`` while the window is not fresh)."""
-    if window.status != FRESH:
+    if window.status != WindowState.FRESH:
         return tuple(
-            ObjectiveResult(o, None, None, None, PENDING, "the window waits for the worker")
+            ObjectiveResult(
+                o, None, None, None, SlaStatus.PENDING, "the window waits for the worker"
+            )
             for o in objectives
         )
     return tuple(
@@ -349,7 +248,7 @@ def sla_report(
     """The SLA report of the model's windows of one segment starting in [from, to).
 
     Reads the stored windows (never merged ones); the range defaults and
-    limits are those of listing windows (app.services.window_read.resolve_range).
+    limits are those of listing windows (app.services.windowing.resolve_range).
     """
     objectives = model_objectives(model)
     key = segment_key(model, segment)

@@ -1,11 +1,11 @@
 """A window's full result from its sums: metrics, intervals, drift verdict, curves.
 
-Pure with respect to the database: :func:`compute_window_result` takes a model's
-settings (:class:`~app.services.model_config.ModelConfig`) and plain sums
-(:class:`WindowSums`) and returns a :class:`WindowResult`. The worker
-(:mod:`app.services.window_refresh`) calls it for stored windows; the read side
-calls it for merged windows (re-windowing: ``WindowSums.merge`` of the stored
-windows, then this function).
+Pure with respect to the database: :func:`compute_window_result` takes a
+model's settings (:class:`~app.services.model_config.ModelConfig`) and plain
+sums (:class:`~app.services.window_sums.WindowSums`) and returns a
+:class:`WindowResult`. The worker (:mod:`app.services.window_refresh`) calls
+it for stored windows; the read side calls it for merged windows
+(re-windowing: ``WindowSums.merge`` of the stored windows, then this function).
 
 Naming of the stored metrics (docs/worker.md):
 
@@ -22,24 +22,22 @@ formula is undefined is ``None`` with the registry's reason.
 
 Determinism: the result is a function of the sums alone. The random draws of
 the credible intervals use a generator seeded from a hash of the sums
-(:func:`sums_seed`), so the same aggregate gives bit-identical results in any
-process, and a recomputation changes nothing.
+(:func:`~app.services.window_sums.sums_seed`), so the same aggregate gives
+bit-identical results in any process, and a recomputation changes nothing.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from app.drift.histograms import WindowHistograms
-from app.drift.settings import INSUFFICIENT_DATA, DriftSettings
+from app.drift.settings import DriftSettings
 from app.drift.two_sample import coarsen, quantile_bin_starts
 from app.drift.verdict import drift_verdict
 from app.metrics.calibrated import calibrated_average_precision
@@ -50,22 +48,14 @@ from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops_scoring import oprc_curve
 from app.metrics.probability import ProbabilitySums
 from app.metrics.uncertainty import bootstrap_intervals, credible_intervals, ops_interval
-from app.services import aggregates
 from app.services.model_config import ModelConfig
-from app.services.windowing import window_length
-from app.services.windowing import window_start as window_start_of
+from app.services.window_sums import WindowSums, sums_seed
+from app.statuses import DriftStatus, DriftVerdict
 
-Counts = npt.NDArray[np.int64]
 Array = npt.NDArray[np.float64]
 
-INSUFFICIENT = INSUFFICIENT_DATA
+INSUFFICIENT = DriftStatus.INSUFFICIENT_DATA
 """Reason of a metric that needs a class with fewer than ``min_class_count`` examples."""
-
-REFERENCE_VERDICT = "reference"
-"""Drift verdict of a window inside the model's reference period."""
-
-NO_REFERENCE = "no_reference"
-"""Drift status of a model without a configured reference (verdict "none": nothing tested)."""
 
 MAX_CURVE_POINTS = 200
 """Most points of each serialised curve (downsampled along its length)."""
@@ -84,214 +74,6 @@ NEGATIVES_ONLY_METRICS = frozenset({"specificity", "fpr"})
 def threshold_suffix(threshold: float) -> str:
     """Suffix of the metrics at a non-primary threshold: ``"@t=0.3"``."""
     return f"@t={threshold:g}"
-
-
-# --- the input: sums of one window (or of several merged windows) ----------
-
-
-class AggregateRow(Protocol):
-    """What :meth:`WindowSums.from_row` reads (a ``WindowAggregate`` row)."""
-
-    n: int
-    positives: int
-    hist_positives: Counts | None
-    hist_negatives: Counts | None
-    confusion: list[dict[str, float]]
-    sums_positives: int | None
-    sums_negatives: int | None
-    brier_sum: float | None
-    log_loss_sum: float | None
-    score_sum_positive: float | None
-    score_sum_negative: float | None
-
-
-@dataclass(frozen=True, eq=False)
-class WindowSums:
-    """The additive content of a window aggregate, detached from the database.
-
-    Attributes
-    ----------
-    n, positives : int
-        Examples in the window, and actual positives among them (every batch).
-    hist_positives, hist_negatives : int64 array of shape (n_bins,) or None
-        Element j counts the actual positives / negatives with a score in bin
-        j of the model's edges (batches with scores or histograms only); None
-        when no such batch arrived.
-    confusion : tuple of ConfusionCounts
-        The exact matrix at each of the model's thresholds, primary first.
-        ``confusion[0]`` covers every example; the others only the examples
-        with histograms (a confusion-matrix batch knows the primary one alone).
-    sums : ProbabilitySums or None
-        Per-example sums of the ``scores`` batches (None without any).
-
-    Every field is a sum over batches, so ``a + b`` is the window holding both
-    (:meth:`merge` for many): re-windowing is exact.
-    """
-
-    n: int
-    positives: int
-    hist_positives: Counts | None
-    hist_negatives: Counts | None
-    confusion: tuple[ConfusionCounts, ...]
-    sums: ProbabilitySums | None
-
-    @classmethod
-    def from_row(cls, row: AggregateRow) -> WindowSums:
-        """The sums held by a ``WindowAggregate`` row (app.services.aggregates reads it)."""
-        hists = aggregates.histograms(row)  # type: ignore[arg-type]
-        return cls(
-            n=int(row.n),
-            positives=int(row.positives),
-            hist_positives=None if hists is None else np.asarray(hists[0], dtype=np.int64),
-            hist_negatives=None if hists is None else np.asarray(hists[1], dtype=np.int64),
-            confusion=tuple(
-                aggregates.confusion_counts(row, i)  # type: ignore[arg-type]
-                for i in range(len(row.confusion))
-            ),
-            sums=aggregates.probability_sums(row),  # type: ignore[arg-type]
-        )
-
-    @property
-    def negatives(self) -> int:
-        return self.n - self.positives
-
-    @property
-    def has_full_histograms(self) -> bool:
-        """True when the histograms count every example of the window."""
-        if self.hist_positives is None or self.hist_negatives is None:
-            return False
-        return int(self.hist_positives.sum()) + int(self.hist_negatives.sum()) == self.n
-
-    def __add__(self, other: WindowSums) -> WindowSums:
-        if len(self.confusion) != len(other.confusion):
-            raise ValueError("windows with different numbers of thresholds cannot be merged")
-        sums = (
-            other.sums
-            if self.sums is None
-            else self.sums
-            if other.sums is None
-            else self.sums + other.sums
-        )
-        return WindowSums(
-            n=self.n + other.n,
-            positives=self.positives + other.positives,
-            hist_positives=_add_counts(self.hist_positives, other.hist_positives),
-            hist_negatives=_add_counts(self.hist_negatives, other.hist_negatives),
-            confusion=tuple(a + b for a, b in zip(self.confusion, other.confusion, strict=True)),
-            sums=sums,
-        )
-
-    @classmethod
-    def merge(cls, windows: Iterable[WindowSums]) -> WindowSums | None:
-        """The sum of ``windows`` (None for none): e.g. the hours of a day."""
-        total: WindowSums | None = None
-        for w in windows:
-            total = w if total is None else total + w
-        return total
-
-    def digest(self) -> bytes:
-        """SHA-256 of the exact content; equal sums give equal digests."""
-        h = hashlib.sha256()
-        h.update(np.array([self.n, self.positives], dtype="<i8").tobytes())
-        for hist in (self.hist_positives, self.hist_negatives):
-            h.update(b"-" if hist is None else np.ascontiguousarray(hist, dtype="<i8").tobytes())
-        for c in self.confusion:
-            h.update(np.array([c.tp, c.fp, c.fn, c.tn], dtype="<f8").tobytes())
-        if self.sums is not None:
-            s = self.sums
-            h.update(
-                np.array(
-                    [
-                        s.positives,
-                        s.negatives,
-                        s.brier_sum,
-                        s.log_loss_sum,
-                        s.score_sum_positive,
-                        s.score_sum_negative,
-                    ],
-                    dtype="<f8",
-                ).tobytes()
-            )
-        return h.digest()
-
-
-def _add_counts(a: Counts | None, b: Counts | None) -> Counts | None:
-    if a is None:
-        return None if b is None else b.copy()
-    if b is None:
-        return a.copy()
-    if a.shape != b.shape:
-        raise ValueError(f"histograms of {a.size} and {b.size} bins cannot be merged")
-    return a + b
-
-
-def sums_seed(window: WindowSums) -> int:
-    """Seed of the interval draws for ``window``: a hash of its sums (deterministic)."""
-    return int.from_bytes(window.digest()[:8], "little")
-
-
-# --- the reference period -----------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReferencePeriod:
-    """Which windows of a segment make the drift reference of a window.
-
-    The reference is the sum of the windows of the same model and segment
-    whose start lies in ``[start, end)``. ``contains_window`` is True when
-    the window itself belongs to the reference (its verdict is "reference").
-    """
-
-    start: datetime
-    end: datetime
-    contains_window: bool
-
-
-def reference_period(
-    model: ModelConfig, window_start: datetime, window_end: datetime | None = None
-) -> ReferencePeriod | None:
-    """The reference period of the window [window_start, window_end), or None.
-
-    Parameters
-    ----------
-    model : ModelConfig
-        ``model.drift["reference"]`` is ``{"from", "to"}`` (a fixed baseline
-        period, ISO 8601), ``{"trailing_windows": k}`` (the k windows before
-        this one) or null (no reference).
-    window_start, window_end : datetime
-        The window (``window_end`` defaults to one model window after the
-        start; give it for merged windows).
-
-    Returns
-    -------
-    ReferencePeriod or None
-        For a fixed period, the windows starting in [from, to); a window is
-        inside it when it lies wholly in [from, to). For trailing windows,
-        [start - k * length, start); never inside.
-    """
-    spec = model.drift.get("reference")
-    if not spec:
-        return None
-    end = window_end if window_end is not None else window_start + window_length(model.window)
-    if spec.get("trailing_windows"):
-        k = int(spec["trailing_windows"])
-        return ReferencePeriod(
-            window_start - k * window_length(model.window), window_start, contains_window=False
-        )
-    start_ref, end_ref = _parse_time(spec["from"]), _parse_time(spec["to"])
-    # Every model window of [window_start, end) starts in [from, to): end <= to
-    # rounded up to the model's window grid.
-    to_grid = window_start_of(end_ref, model.window)
-    if to_grid < end_ref:
-        to_grid += window_length(model.window)
-    inside = start_ref <= window_start and end <= to_grid
-    return ReferencePeriod(start_ref, end_ref, contains_window=inside)
-
-
-def _parse_time(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
 # --- the output ----------------------------------------------------------
@@ -349,13 +131,13 @@ def compute_window_result(
         The window (or the merge of several windows).
     reference : WindowSums or None
         The sum of the reference period's windows of the same segment
-        (:func:`reference_period` says which); None when the model has no
+        (:func:`app.services.drift_reference.reference_period`); None when the model has no
         reference or the period holds no data yet.
     in_reference_period : bool
         The window belongs to the reference period: its verdict is "reference".
     rng : numpy Generator, optional
         Source of the interval draws; by default seeded from the sums
-        (:func:`sums_seed`), which makes the result deterministic.
+        (:func:`~app.services.window_sums.sums_seed`), which makes the result deterministic.
 
     Returns
     -------
@@ -565,17 +347,17 @@ def _drift(
 ) -> dict[str, Any]:
     if not model.drift.get("reference"):
         return {
-            "verdict": "none",
-            "status": NO_REFERENCE,
+            "verdict": DriftVerdict.NONE,
+            "status": DriftStatus.NO_REFERENCE,
             "detail": "no drift reference is configured for this model",
         }
     if in_reference_period:
-        return {"verdict": REFERENCE_VERDICT}
+        return {"verdict": DriftVerdict.REFERENCE}
     settings = model.drift_settings()
     if reference is None:
         return {
-            "verdict": "none",
-            "status": INSUFFICIENT_DATA,
+            "verdict": DriftVerdict.NONE,
+            "status": DriftStatus.INSUFFICIENT_DATA,
             "detail": "the reference period holds no data yet",
         }
     if window.has_full_histograms and reference.has_full_histograms:
@@ -681,52 +463,18 @@ def _points(columns: dict[str, Array], shape_axes: Sequence[str]) -> dict[str, l
     return {name: _json_floats(values[keep]) for name, values in columns.items()}
 
 
-# --- which windows depend on which -------------------------------------------
-
-
-@dataclass(frozen=True)
-class DependentWindows:
-    """The windows whose drift reference includes a given window.
-
-    Windows of the same model and segment starting in ``[start_from,
-    start_to)`` (None: unbounded) and not in ``exclude``.
-    """
-
-    start_from: datetime | None
-    start_to: datetime | None
-    exclude: tuple[datetime, datetime] | None
-
-
-def dependent_windows(model: ModelConfig, window_start: datetime) -> DependentWindows | None:
-    """Which windows must be recomputed when the window at ``window_start`` changes.
-
-    A fixed reference period: if the window is in it, every window outside
-    it. Trailing k windows: the k windows after it. No reference: none.
-    """
-    spec = model.drift.get("reference")
-    if not spec:
-        return None
-    length = window_length(model.window)
-    if spec.get("trailing_windows"):
-        k = int(spec["trailing_windows"])
-        return DependentWindows(window_start + length, window_start + (k + 1) * length, None)
-    start_ref, end_ref = _parse_time(spec["from"]), _parse_time(spec["to"])
-    if not start_ref <= window_start < end_ref:
-        return None
-    return DependentWindows(None, None, (start_ref, end_ref))
-
-
 def warm_up_result() -> WindowResult:
     """Compute one synthetic window (builds the process's OPS reference caches).
 
     Workers call it at start-up so that the one-off cost (a few seconds) is
     not spent while holding a lease.
     """
+    from app.drift.simulation import shifted_logit_scores
     from app.metrics.binning import default_bin_edges, histogram_counts
 
-    rng = np.random.default_rng(0)
-    labels = rng.random(2_000) < 0.2
-    scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=labels.size) + 1.5 * labels - 1.0)))
+    scores, labels = shifted_logit_scores(
+        np.random.default_rng(0), 2_000, 0.2, separation=1.5, offset=-1.0
+    )
     edges = default_bin_edges((0.5,))
     pos, neg = histogram_counts(scores, labels, edges)
     curve = cumulative_counts_from_histograms(pos, neg, edges)

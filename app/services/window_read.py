@@ -30,17 +30,22 @@ from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import ALL_SEGMENTS, WindowAggregate, WindowMetrics
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
+from app.services.drift_reference import reference_period
 from app.services.model_config import ModelConfig
-from app.services.window_compute import WindowSums, compute_window_result, reference_period
+from app.services.window_compute import compute_window_result
 from app.services.window_refresh import ReferenceCache
-from app.services.windowing import WINDOW_LENGTHS, window_length, window_start
+from app.services.window_sums import WindowSums
+from app.services.windowing import (
+    WindowRange,
+    check_granularity,
+    check_window_start,
+    resolve_range,
+    window_length,
+    window_start,
+)
+from app.statuses import StoredStatus, WindowState
 
-FRESH = "fresh"
-PENDING = "pending"
-
-DEFAULT_WINDOW_COUNT = 100
-"""Windows shown when ``from`` is omitted: ``from = to - 100 windows``."""
 MAX_STORED_WINDOWS = 5_000
 """Longest range of stored windows one request may span (in model windows)."""
 MAX_MERGED_WINDOWS = 200
@@ -76,97 +81,6 @@ def segment_key(model: ModelConfig, segment: str | None) -> str:
 def segment_name(key: str) -> str | None:
     """The API's ``segment`` for a stored segment key (None for all traffic)."""
     return None if key == ALL_SEGMENTS else key
-
-
-def check_granularity(model: ModelConfig, granularity: str | None) -> str:
-    """The window length to read: the model's own, or a longer one it divides.
-
-    Parameters
-    ----------
-    granularity : str or None
-        A window length name (``"5m"``, ``"15m"``, ``"1h"``, ``"6h"``, ``"1d"``,
-        ``"1w"``); None means the model's window.
-
-    Raises
-    ------
-    InvalidInput
-        Unknown name, or not a whole multiple of the model's window.
-    """
-    if granularity is None:
-        return model.window
-    if granularity not in WINDOW_LENGTHS:
-        names = ", ".join(WINDOW_LENGTHS)
-        raise InvalidInput("granularity", f"{granularity!r} is not a window length ({names})")
-    base, wanted = window_length(model.window), window_length(granularity)
-    if wanted < base or wanted % base:
-        raise InvalidInput(
-            "granularity",
-            f"must be a multiple of the model's window {model.window!r}, got {granularity!r}",
-        )
-    return granularity
-
-
-@dataclass(frozen=True)
-class WindowRange:
-    """Windows of length ``granularity`` whose start lies in [start, end)."""
-
-    start: datetime
-    end: datetime
-    granularity: str
-
-    @property
-    def count(self) -> int:
-        """How many windows of the granularity the range spans (rounded up)."""
-        length = window_length(self.granularity)
-        return max(0, -(-(self.end - self.start) // length))
-
-
-def resolve_range(
-    granularity: str,
-    start_from: datetime | None,
-    to: datetime | None,
-    *,
-    now: datetime,
-    max_windows: int,
-) -> WindowRange:
-    """The windows a ``from``/``to`` query asks for.
-
-    ``to`` (exclusive, default now) bounds the window starts; ``from``
-    (default ``to`` minus :data:`DEFAULT_WINDOW_COUNT` windows) is rounded
-    down to its window's start, so the window containing ``from`` is included.
-
-    Raises
-    ------
-    InvalidInput
-        ``from`` after ``to``, or more than ``max_windows`` windows.
-    """
-    length = window_length(granularity)
-    end = to if to is not None else now
-    begin = start_from if start_from is not None else end - DEFAULT_WINDOW_COUNT * length
-    if begin > end:
-        raise InvalidInput("from", "must not be after to")
-    found = WindowRange(window_start(begin, granularity), end, granularity)
-    if found.count > max_windows:
-        raise InvalidInput(
-            "from",
-            f"the range spans {found.count} windows of {granularity}; at most {max_windows} "
-            "per request (narrow from/to)",
-        )
-    return found
-
-
-def check_window_start(start: datetime, granularity: str) -> datetime:
-    """``start`` if it is the start of a window of ``granularity``, else InvalidInput."""
-    if start.tzinfo is None or start.utcoffset() is None:
-        raise InvalidInput("start", "must carry a time zone offset (e.g. Z)")
-    aligned = window_start(start, granularity)
-    if aligned != start:
-        raise InvalidInput(
-            "start",
-            f"is not the start of a {granularity} window (the window containing it starts "
-            f"at {aligned.isoformat()})",
-        )
-    return aligned
 
 
 # --- the view ----------------------------------------------------------------
@@ -268,7 +182,7 @@ def is_fresh(status: str | None, computed_version: int | None, version: int, dir
     ``version``, and the window must not be marked for recomputation (a
     reference or settings change marks it dirty without a new version).
     """
-    return status == FRESH and computed_version == version and not dirty
+    return status == StoredStatus.FRESH and computed_version == version and not dirty
 
 
 # --- stored windows ------------------------------------------------------------
@@ -322,7 +236,7 @@ def _stored_view(model: ModelConfig, key: str, row: Any, *, with_curves: bool) -
         granularity=model.window,
         n=int(row.n),
         positives=int(row.positives),
-        status=FRESH if fresh else PENDING,
+        status=WindowState.FRESH if fresh else WindowState.PENDING,
         metrics=dict(row.metrics or {}) if has_result else {},
         reasons=dict(row.reasons or {}) if has_result else {},
         intervals=dict(row.intervals or {}) if has_result else {},
@@ -422,7 +336,7 @@ def _merged_view(
         granularity=granularity,
         n=sums.n,
         positives=sums.positives,
-        status=FRESH,
+        status=WindowState.FRESH,
         metrics=result.metrics,
         reasons=result.reasons,
         intervals=result.intervals,
@@ -476,7 +390,7 @@ def list_windows(
     segment : str or None
         A registered segment, or None for the all-traffic windows.
     start_from, to : datetime or None
-        The range of window starts (see :func:`resolve_range`).
+        The range of window starts (see :func:`app.services.windowing.resolve_range`).
     granularity : str or None
         None or the model's window: the stored windows. A longer window length:
         merged windows computed now (at most :data:`MAX_MERGED_WINDOWS`).

@@ -1,7 +1,7 @@
 """Refresh one dirty window: claim -> load -> compute -> persist (fenced).
 
 Each step is its own short transaction, owned here; no transaction is open
-while computing. The SQL is in :mod:`app.worker.queue`; the computation in
+while computing. The SQL is in :mod:`app.db.queue`; the computation in
 :func:`app.services.window_compute.compute_window_result`.
 
 * :func:`claim_window` claims the oldest dirty window and reads its sums and
@@ -28,22 +28,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.db import queue
 from app.db.models import Model, WindowAggregate
+from app.db.queue import Claim
 from app.db.session import write_transaction
+from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
-from app.services.window_compute import (
-    WindowResult,
-    WindowSums,
-    compute_window_result,
-    dependent_windows,
-    reference_period,
-)
-from app.worker import queue
-from app.worker.queue import Claim
+from app.services.window_compute import WindowResult, compute_window_result
+from app.services.window_sums import WindowSums
+from app.statuses import StoredStatus
 
 log = logging.getLogger("priorwatch.worker")
-
-ERROR_STATUS = "error"
 
 
 @dataclass(frozen=True)
@@ -179,9 +174,9 @@ def persist_result(
         previous = queue.stored_version(session, claim)
         now = queue.database_now(session)
         if result is None:
-            status, document = ERROR_STATUS, {"error": error or "computation failed"}
+            status, document = StoredStatus.ERROR, {"error": error or "computation failed"}
         else:
-            status = "fresh" if current == claim.version else "stale"
+            status = StoredStatus.FRESH if current == claim.version else StoredStatus.STALE
             document = _document(result)
         queue.upsert_window_metrics(
             session, claim, status=status, computed_at=now, document=document

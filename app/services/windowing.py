@@ -1,4 +1,4 @@
-"""Window lengths and how an event time maps to its window.
+"""Window lengths, how an event time maps to its window, and ranges of windows.
 
 Windows are half-open UTC intervals [start, start + length). Starts are
 multiples of the length counted from the Unix epoch (1970-01-01T00:00Z), so
@@ -9,7 +9,14 @@ longer one, so windows nest (5m -> 15m -> 1h -> 6h -> 1d -> 1w).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from app.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from app.services.model_config import ModelConfig
 
 WINDOW_LENGTHS: dict[str, timedelta] = {
     "5m": timedelta(minutes=5),
@@ -20,6 +27,9 @@ WINDOW_LENGTHS: dict[str, timedelta] = {
     "1w": timedelta(weeks=1),
 }
 """The accepted window lengths, by the name used in the API."""
+
+DEFAULT_WINDOW_COUNT = 100
+"""Windows a read shows when ``from`` is omitted: ``from = to - 100 windows``."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _WEEK_ORIGIN = datetime(1970, 1, 5, tzinfo=UTC)  # the first Monday after the epoch
@@ -73,3 +83,97 @@ def isoformat_z(moment: datetime) -> str:
     '2026-03-04T10:00:00Z'
     """
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# --- ranges of windows (reads) ----------------------------------------------
+
+
+def check_granularity(model: ModelConfig, granularity: str | None) -> str:
+    """The window length to read: the model's own, or a longer one it divides.
+
+    Parameters
+    ----------
+    granularity : str or None
+        A window length name (``"5m"``, ``"15m"``, ``"1h"``, ``"6h"``, ``"1d"``,
+        ``"1w"``); None means the model's window.
+
+    Raises
+    ------
+    InvalidInput
+        Unknown name, or not a whole multiple of the model's window.
+    """
+    if granularity is None:
+        return model.window
+    if granularity not in WINDOW_LENGTHS:
+        names = ", ".join(WINDOW_LENGTHS)
+        raise InvalidInput("granularity", f"{granularity!r} is not a window length ({names})")
+    base, wanted = window_length(model.window), window_length(granularity)
+    if wanted < base or wanted % base:
+        raise InvalidInput(
+            "granularity",
+            f"must be a multiple of the model's window {model.window!r}, got {granularity!r}",
+        )
+    return granularity
+
+
+@dataclass(frozen=True)
+class WindowRange:
+    """Windows of length ``granularity`` whose start lies in [start, end)."""
+
+    start: datetime
+    end: datetime
+    granularity: str
+
+    @property
+    def count(self) -> int:
+        """How many windows of the granularity the range spans (rounded up)."""
+        length = window_length(self.granularity)
+        return max(0, -(-(self.end - self.start) // length))
+
+
+def resolve_range(
+    granularity: str,
+    start_from: datetime | None,
+    to: datetime | None,
+    *,
+    now: datetime,
+    max_windows: int,
+) -> WindowRange:
+    """The windows a ``from``/``to`` query asks for.
+
+    ``to`` (exclusive, default now) bounds the window starts; ``from``
+    (default ``to`` minus :data:`DEFAULT_WINDOW_COUNT` windows) is rounded
+    down to its window's start, so the window containing ``from`` is included.
+
+    Raises
+    ------
+    InvalidInput
+        ``from`` after ``to``, or more than ``max_windows`` windows.
+    """
+    length = window_length(granularity)
+    end = to if to is not None else now
+    begin = start_from if start_from is not None else end - DEFAULT_WINDOW_COUNT * length
+    if begin > end:
+        raise InvalidInput("from", "must not be after to")
+    found = WindowRange(window_start(begin, granularity), end, granularity)
+    if found.count > max_windows:
+        raise InvalidInput(
+            "from",
+            f"the range spans {found.count} windows of {granularity}; at most {max_windows} "
+            "per request (narrow from/to)",
+        )
+    return found
+
+
+def check_window_start(start: datetime, granularity: str) -> datetime:
+    """``start`` if it is the start of a window of ``granularity``, else InvalidInput."""
+    if start.tzinfo is None or start.utcoffset() is None:
+        raise InvalidInput("start", "must carry a time zone offset (e.g. Z)")
+    aligned = window_start(start, granularity)
+    if aligned != start:
+        raise InvalidInput(
+            "start",
+            f"is not the start of a {granularity} window (the window containing it starts "
+            f"at {aligned.isoformat()})",
+        )
+    return aligned

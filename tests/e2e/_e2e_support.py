@@ -43,6 +43,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from scipy import stats
 
+from app.drift.simulation import shifted_logit_scores
 from app.metrics import evaluate
 
 Scores = npt.NDArray[np.float64]
@@ -242,9 +243,8 @@ def simulate(
     rng: np.random.Generator, n: int, prior: float, separation: float
 ) -> tuple[Scores, Labels]:
     """``n`` seeded examples: labels Bernoulli(prior), scores sigmoid of the class's logit."""
-    labels = (rng.random(n) < prior).astype(np.int64)
-    logits = rng.normal(size=n) + NEGATIVE_MU + separation * labels
-    return 1.0 / (1.0 + np.exp(-logits)), labels
+    scores, labels = shifted_logit_scores(rng, n, prior, separation=separation, offset=NEGATIVE_MU)
+    return scores, labels.astype(np.int64)
 
 
 def population_rates(separation: float) -> tuple[float, float]:

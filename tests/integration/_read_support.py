@@ -26,6 +26,7 @@ from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.db.base import Base
+from app.drift.simulation import shifted_logit_scores
 from app.main import create_app
 from app.services.windowing import window_start
 from app.worker.jobs import DatabaseJobs
@@ -63,10 +64,9 @@ def drain(client: TestClient, max_jobs: int = 2_000) -> int:
 
 
 def sample(rng: np.random.Generator, n: int, prior: float) -> tuple[Scores, Labels]:
-    """Binormal-logit scores: positives N(1.5, 1) - 2, negatives N(0, 1) - 2 (sigmoid)."""
-    labels = (rng.random(n) < prior).astype(np.int64)
-    logits = rng.normal(size=n) + 1.5 * labels - 2.0
-    return 1.0 / (1.0 + np.exp(-logits)), labels
+    """Scores with logit N(-2, 1) for negatives and N(-0.5, 1) for positives."""
+    scores, labels = shifted_logit_scores(rng, n, prior, separation=1.5, offset=-2.0)
+    return scores, labels.astype(np.int64)
 
 
 @dataclass

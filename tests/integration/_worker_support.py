@@ -13,12 +13,13 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.api.schemas import ModelCreate
 from app.config import Settings
 from app.db.models import Model, WindowAggregate, WindowMetrics
 from app.db.session import make_engine, make_session_factory
+from app.drift.simulation import shifted_logit_scores
 from app.services.ingestion import ingest_batch
 from app.services.model_config import ModelConfig
+from app.services.model_settings import ModelCreate
 from app.services.models import create_model
 from app.services.windowing import window_length, window_start
 
@@ -52,10 +53,9 @@ def register_model(
 def sample(
     rng: np.random.Generator, n: int, prior: float, separation: float = 1.5
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-    """Binormal-logit scores: positives N(separation, 1), negatives N(0, 1)."""
-    labels = (rng.random(n) < prior).astype(np.int64)
-    logits = rng.normal(size=n) + separation * labels - 2.0
-    return 1.0 / (1.0 + np.exp(-logits)), labels
+    """Scores with logit N(-2, 1) for negatives, shifted by ``separation`` for positives."""
+    scores, labels = shifted_logit_scores(rng, n, prior, separation=separation, offset=-2.0)
+    return scores, labels.astype(np.int64)
 
 
 def post_batch(

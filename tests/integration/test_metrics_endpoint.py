@@ -29,10 +29,11 @@ from _read_support import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.db.models import ALL_SEGMENTS_LABEL
 from app.exporter import names
-from app.exporter.collector import series
 from app.exporter.names import FAMILIES
 from app.exporter.registry import Exporter
+from app.exporter.series import series
 from app.exporter.text import render_series
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -83,7 +84,7 @@ def test_latest_fresh_windows_are_exposed_as_stored(data: Populated) -> None:
     _, samples = _scrape(data)
     for segment in (None, *SEGMENTS):
         window = _latest_fresh(data, segment)
-        labels = {"model": MODEL, "segment": segment or names.ALL_SEGMENTS_LABEL}
+        labels = {"model": MODEL, "segment": segment or ALL_SEGMENTS_LABEL}
         exposed = {
             dict(k[1])["metric"]: v
             for k, v in samples.items()
@@ -125,7 +126,7 @@ def test_sla_gauges_agree_with_the_report(data: Populated) -> None:
         if segment:
             params["segment"] = segment
         (window,) = data.get("/sla", **params)["windows"]
-        seg = segment or names.ALL_SEGMENTS_LABEL
+        seg = segment or ALL_SEGMENTS_LABEL
         for result in window["objectives"]:
             met = _get(
                 samples, names.SLA_MET, model=MODEL, segment=seg, objective=result["objective"]

@@ -20,6 +20,7 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from app.config import Settings
+from app.drift.simulation import shifted_logit_scores
 from app.main import create_app
 
 ADMIN = {"Authorization": "Bearer embedded-admin-token-0123456789"}
@@ -29,12 +30,11 @@ ROUNDS = 6
 
 
 def _batch(rng: np.random.Generator, at: datetime, segment: str | None = None) -> dict[str, Any]:
-    labels = (rng.random(300) < 0.3).astype(int)
-    scores = 1.0 / (1.0 + np.exp(-rng.normal(labels * 1.5 - 1.0, 1.0)))
+    scores, labels = shifted_logit_scores(rng, 300, 0.3, separation=1.5, offset=-1.0)
     body: dict[str, Any] = {
         "timestamp": at.isoformat(),
         "scores": scores.tolist(),
-        "labels": labels.tolist(),
+        "labels": labels.astype(int).tolist(),
     }
     if segment is not None:
         body["segment"] = segment

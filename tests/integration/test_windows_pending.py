@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from _read_support import drain, iso, sample
 
-from app.services.window_compute import NO_REFERENCE
 from app.services.windowing import window_start
+from app.statuses import DriftStatus
 
 
 def test_pending_then_fresh_then_pending_again(api: Any) -> None:
@@ -44,7 +44,7 @@ def test_pending_then_fresh_then_pending_again(api: Any) -> None:
     fresh = window()
     assert fresh["status"] == "fresh"
     assert fresh["metrics"]["prior"] == fresh["prior"]
-    assert fresh["drift"]["status"] == NO_REFERENCE  # none configured
+    assert fresh["drift"]["status"] == DriftStatus.NO_REFERENCE  # none configured
 
     post(100)
     again = window()

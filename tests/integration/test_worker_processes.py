@@ -33,8 +33,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.db import queue
 from app.db.models import ALL_SEGMENTS, WindowMetrics
-from app.worker import queue
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

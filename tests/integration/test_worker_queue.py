@@ -21,6 +21,7 @@ from _worker_support import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.db import queue
 from app.db.models import ALL_SEGMENTS, WindowAggregate
 from app.db.session import write_transaction
 from app.services.window_compute import WindowResult
@@ -31,7 +32,6 @@ from app.services.window_refresh import (
     persist_result,
     release_claimed,
 )
-from app.worker import queue
 
 WAIT_SECONDS = 10.0
 

@@ -24,16 +24,14 @@ from _worker_support import (
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.db import queue
 from app.db.models import ALL_SEGMENTS
+from app.services.drift_reference import reference_period
 from app.services.model_config import ModelConfig
-from app.services.window_compute import (
-    REFERENCE_VERDICT,
-    WindowSums,
-    compute_window_result,
-    reference_period,
-)
+from app.services.window_compute import compute_window_result
+from app.services.window_sums import WindowSums
 from app.services.windowing import isoformat_z
-from app.worker import queue
+from app.statuses import DriftVerdict
 from app.worker.runner import InProcessWorker
 from app.worker.settings import WorkerSettings
 
@@ -133,7 +131,7 @@ def test_every_dirty_window_ends_fresh_with_the_result_of_its_sums(
         want = expected_result(factory, model, row.segment, row.window_start)
         assert {"metrics": result.metrics, "drift": result.drift, "curves": result.curves} == want
         in_reference = row.window_start < starts[2]
-        assert (result.drift["verdict"] == REFERENCE_VERDICT) is in_reference
+        assert (result.drift["verdict"] == DriftVerdict.REFERENCE) is in_reference
     assert stored[(ALL_SEGMENTS, starts[3])].drift["verdict"] in ("prior", "both")
 
 
@@ -229,7 +227,7 @@ def test_serve_on_sqlite_runs_one_worker_thread(sqlite_url: str) -> None:
 def test_changing_pi0_recomputes_the_stored_windows(
     factory: sessionmaker[Session], settings: Settings, start_worker: Callable[[], InProcessWorker]
 ) -> None:
-    from app.api.schemas import ModelUpdate
+    from app.services.model_settings import ModelUpdate
     from app.services.models import get_model, update_model
 
     model = register_model(factory, pi0=0.1)

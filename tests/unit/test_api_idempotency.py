@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from app.db.models import Batch
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.services.errors import IdempotencyKeyReused, RequestInFlight
 from app.services.idempotency import (
     InFlightRegistry,

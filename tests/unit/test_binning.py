@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from app.drift.simulation import binormal_scores
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.binning import (
     DEFAULT_N_BINS,
     LOGIT_HIGH,

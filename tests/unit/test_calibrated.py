@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.calibrated import (
     calibrated_average_precision,
     calibrated_metrics,

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.csv_input import read_scores_labels
+from app.errors import InvalidInput
 from app.metrics import evaluate
-from app.metrics._validation import InvalidInput
 from app.reporting import format_metrics
 
 runner = CliRunner()

@@ -9,7 +9,7 @@ import pytest
 from scipy import integrate, stats
 from sklearn import metrics as skm
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.areas import check_cumulative_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import (

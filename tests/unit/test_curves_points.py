@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.curves import (
     cumulative_counts,
     lift_at_fraction,

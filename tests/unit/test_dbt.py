@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.dbt import (
     DEFAULT_DEPTH,
     DEFAULT_N_CURVES,

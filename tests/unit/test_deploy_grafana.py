@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from app.exporter.names import ALL_SEGMENTS_LABEL
+from app.db.models import ALL_SEGMENTS_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"

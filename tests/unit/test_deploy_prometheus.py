@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from app.exporter.names import ALL_SEGMENTS_LABEL
-from app.services.sla import AT_PI0
+from app.db.models import ALL_SEGMENTS_LABEL
+from app.services.sla_objectives import AT_PI0
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"

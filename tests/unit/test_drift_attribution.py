@@ -11,7 +11,7 @@ from app.drift.attribution import attribute_changes
 from app.drift.histograms import WindowHistograms
 from app.drift.settings import DriftSettings
 from app.drift.simulation import BinormalStream
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges
 
 EDGES = default_bin_edges((0.5,), n_bins=2_000)

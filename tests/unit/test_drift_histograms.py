@@ -8,7 +8,7 @@ from scipy import stats
 
 from app.drift.histograms import WindowHistograms
 from app.drift.simulation import BinormalStream, binormal_bin_probabilities, binormal_scores
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges, histogram_counts
 
 EDGES = [0.0, 0.5, 1.0]

@@ -10,7 +10,7 @@ from scipy import stats
 
 from app.drift.prior import prior_shift_test, two_proportion_test
 from app.drift.settings import DriftSettings
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 
 LOOSE = DriftSettings(alpha=0.05, min_prior_effect=0.0, min_class_count=30)
 

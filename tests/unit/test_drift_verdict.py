@@ -11,7 +11,7 @@ import pytest
 
 from app.drift import VERDICTS, DriftSettings, WindowHistograms, drift_verdict
 from app.drift.simulation import BinormalStream
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges
 
 EDGES = default_bin_edges((0.5,), n_bins=1_000)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
+from app.errors import InvalidInput
 from app.metrics import evaluate
-from app.metrics._validation import InvalidInput
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts, cumulative_counts_from_histograms

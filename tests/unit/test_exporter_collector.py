@@ -16,11 +16,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
 from app.db.models import ALL_SEGMENTS
+from app.db.queue import QueueStats
 from app.exporter import names
-from app.exporter.collector import LatestWindow, ModelRow, Snapshot, WindowKey, families
+from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey
 from app.exporter.rejections import RejectionCounter
-from app.services.sla import Objective
-from app.worker.queue import QueueStats
+from app.exporter.series import families
+from app.services.sla_objectives import Objective
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 START = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)

@@ -12,15 +12,10 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from app.exporter.collector import (
-    LatestWindow,
-    ModelRow,
-    Snapshot,
-    WindowKey,
-    families,
-    series,
-)
+from app.db.queue import QueueStats
 from app.exporter.names import FAMILIES
+from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey
+from app.exporter.series import families, series
 from app.exporter.text import (
     escape_label_value,
     format_value,
@@ -28,8 +23,7 @@ from app.exporter.text import (
     render_series,
     sample_lines,
 )
-from app.services.sla import Objective
-from app.worker.queue import QueueStats
+from app.services.sla_objectives import Objective
 
 NOW = datetime(2026, 11, 26, 12, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from app.config import Settings
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums

@@ -1,4 +1,4 @@
-"""Every labeling metric against the spec formulas on brute-force counts and scikit-learn."""
+"""Every labeling metric against the formulas of docs/metrics.md, brute force and scikit-learn."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def _pi(tp: float, fp: float, fn: float, tn: float) -> float:
     return (tp + fn) / (tp + fp + fn + tn)
 
 
-# spec/metrics.md section 2 (and section 3 for the gains), in plain Python floats:
+# docs/metrics.md, "Labeling metrics" (with the gains), in plain Python floats:
 # a zero denominator raises ZeroDivisionError, which is "undefined".
 SPEC: dict[str, Spec] = {
     "accuracy": lambda tp, fp, fn, tn: (tp + tn) / (tp + fp + fn + tn),

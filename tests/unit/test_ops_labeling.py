@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops import outperformance_score

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.probability import (
     LOG_LOSS_EPS,
     ProbabilitySums,

@@ -11,17 +11,8 @@ import pytest
 from app.api.routes.sla import wants_csv
 from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
 from app.services.metric_names import metric_names
-from app.services.sla import (
-    AT_PI0,
-    CSV_COLUMNS,
-    Objective,
-    SlaReport,
-    SlaWindow,
-    Tally,
-    evaluate_objective,
-    report_to_csv,
-    window_results,
-)
+from app.services.sla import CSV_COLUMNS, SlaReport, SlaWindow, Tally, report_to_csv, window_results
+from app.services.sla_objectives import AT_PI0, Objective, evaluate_objective
 from app.services.window_read import WindowView
 
 

@@ -16,7 +16,7 @@ import pytest
 from scipy import integrate, optimize, stats
 from sklearn.metrics import roc_auc_score
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import (
@@ -254,6 +254,7 @@ def _binormal_histograms(
 EDGES = default_bin_edges()
 
 
+@pytest.mark.slow
 def test_bootstrap_auc_interval_covers_the_true_auc() -> None:
     # binormal scores: true ROC-AUC = Phi(d / sqrt(2)) whatever the monotone map
     rng = np.random.default_rng(77)
@@ -266,6 +267,7 @@ def test_bootstrap_auc_interval_covers_the_true_auc() -> None:
     assert 0.88 <= hits / replications <= 0.99
 
 
+@pytest.mark.slow
 def test_bootstrap_width_matches_an_example_level_bootstrap() -> None:
     rng = np.random.default_rng(12)
     labels = np.r_[np.ones(150, dtype=int), np.zeros(450, dtype=int)]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from app.errors import InvalidInput
 from app.metrics._validation import (
-    InvalidInput,
     check_count,
     check_probability,
     check_scores_labels,

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import accuracy_score, matthews_corrcoef, roc_auc_score
 
-from app.metrics._validation import InvalidInput
+from app.errors import InvalidInput
 from app.metrics.voting import VOTING_METRICS, vote, vote_from_metrics
 
 

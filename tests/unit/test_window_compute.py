@@ -14,6 +14,7 @@ import pytest
 
 from app.drift.histograms import WindowHistograms
 from app.drift.settings import DriftSettings
+from app.drift.simulation import shifted_logit_scores
 from app.drift.verdict import drift_verdict
 from app.metrics.areas import roc_auc_from_counts
 from app.metrics.binning import default_bin_edges, histogram_counts
@@ -21,20 +22,17 @@ from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.evaluate import CURVE_METRICS, evaluate
 from app.metrics.probability import ProbabilitySums
+from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
 from app.services.window_compute import (
     INSUFFICIENT,
     MAX_CURVE_POINTS,
-    NO_REFERENCE,
-    REFERENCE_VERDICT,
-    WindowSums,
     compute_window_result,
-    dependent_windows,
     downsample_indices,
-    reference_period,
-    sums_seed,
     threshold_suffix,
 )
+from app.services.window_sums import WindowSums, sums_seed
+from app.statuses import DriftStatus, DriftVerdict
 
 THRESHOLDS = (0.5, 0.3)
 EDGES = default_bin_edges(THRESHOLDS, n_bins=2_000)
@@ -60,9 +58,7 @@ def make_model(**changes: Any) -> ModelConfig:
 def sample(
     rng: np.random.Generator, n: int, prior: float, shift: float = 0.0
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
-    labels = rng.random(n) < prior
-    logits = rng.normal(size=n) + (1.8 - shift) * labels - 1.0
-    return 1.0 / (1.0 + np.exp(-logits)), labels
+    return shifted_logit_scores(rng, n, prior, separation=1.8 - shift, offset=-1.0)
 
 
 def sums_of(
@@ -273,14 +269,14 @@ REFERENCE = {"from": "2026-01-01T00:00:00Z", "to": "2026-01-02T00:00:00Z"}
 def test_drift_without_reference_is_null() -> None:
     c = ConfusionCounts(tp=80.0, fp=40.0, fn=20.0, tn=860.0)
     drift = compute_window_result(make_model(), label_only(c), None).drift
-    assert (drift["verdict"], drift["status"]) == ("none", NO_REFERENCE)
+    assert (drift["verdict"], drift["status"]) == ("none", DriftStatus.NO_REFERENCE)
 
 
 def test_drift_inside_the_reference_period_is_reference() -> None:
     model = make_model(drift={"reference": REFERENCE})
     c = ConfusionCounts(tp=80.0, fp=40.0, fn=20.0, tn=860.0)
     result = compute_window_result(model, label_only(c), label_only(c), in_reference_period=True)
-    assert result.drift["verdict"] == REFERENCE_VERDICT
+    assert result.drift["verdict"] == DriftVerdict.REFERENCE
 
 
 def test_drift_equals_the_verdict_on_the_histograms() -> None:
@@ -426,6 +422,7 @@ def test_scarce_windows_get_no_intervals_for_masked_metrics() -> None:
     assert set(result.intervals) <= {k for k, v in result.metrics.items() if v is not None}
 
 
+@pytest.mark.slow
 def test_auc_interval_from_coarse_bins_has_nominal_coverage() -> None:
     """Seeded simulation: 60 windows of a known population; the 95% interval of
     ROC-AUC (bootstrap on 256 coarse bins, shifted to the fine value) covers the

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.api.schemas import WindowName
+from app.services.model_settings import WindowName
 from app.services.windowing import (
     WINDOW_LENGTHS,
     isoformat_z,

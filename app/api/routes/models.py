@@ -8,8 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Response, status
 
 from app.api.deps import AdminDep, AdminModelDep, AnyScopeModelDep, JsonBody, SessionDep
-from app.api.schemas import BinsPublic, ModelCreate, ModelList, ModelPublic, ModelUpdate, Problem
+from app.api.schemas import BinsPublic, ModelList, Problem
 from app.services import models as service
+from app.services.model_settings import ModelCreate, ModelPublic, ModelUpdate
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 PROBLEMS: dict[int | str, dict[str, Any]] = {

@@ -7,8 +7,8 @@ from dataclasses import asdict
 import pytest
 from pydantic import ValidationError
 
-from app.api.schemas import DriftConfig, DriftReference, ModelCreate, ModelUpdate
 from app.drift.settings import DriftSettings
+from app.services.model_settings import DriftConfig, DriftReference, ModelCreate, ModelUpdate
 
 
 def test_threshold_forms() -> None:

@@ -1,0 +1,177 @@
+"""Which series a scrape exposes and their values, from what was read (pure).
+
+Label values come from registered names only: a model's name, its
+registered segments (windows of a segment removed from the model are not
+exposed) and ``"all"`` for the all-traffic window; metric names are the
+stored keys, which are those of ``evaluate``. Undefined values (None) are
+omitted, never exported as NaN. No sample carries a timestamp. The SLA
+gauges judge the stored values with :mod:`app.services.sla_objectives`
+(names only: no metric is computed here).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from app.db.models import ALL_SEGMENTS, ALL_SEGMENTS_LABEL
+from app.db.queue import QueueStats
+from app.exporter import names
+from app.exporter.names import FAMILIES, FamilySpec
+from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey
+from app.exporter.text import Series
+from app.services.sla_objectives import evaluate_objective
+from app.services.windowing import window_length
+from app.statuses import SlaStatus
+
+DRIFT_KINDS: tuple[str, ...] = ("prior", "likelihood")
+"""``kind`` label values of the drift gauges."""
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a float, or None when it is absent, not a number, or not finite."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def segment_label(model: ModelRow, key: str) -> str | None:
+    """The ``segment`` label of a stored segment key; None when it must not be exposed."""
+    if key == ALL_SEGMENTS:
+        return ALL_SEGMENTS_LABEL
+    if key not in model.segments or key == ALL_SEGMENTS_LABEL:
+        return None  # deregistered, or would collide with the all-traffic label
+    return key
+
+
+WINDOW_FAMILIES: tuple[FamilySpec, ...] = tuple(
+    f for f in FAMILIES if f.labels[:2] == ("model", "segment")
+)
+
+"""The families with one series set per exposed window."""
+
+
+def window_series(model: ModelRow, segment: str, window: LatestWindow) -> Series:
+    """The samples of one exposed window, by family of :data:`WINDOW_FAMILIES` (pure)."""
+    out: Series = {spec.name: [] for spec in WINDOW_FAMILIES}
+    labels = (model.name, segment)
+    metric = out[names.WINDOW_METRIC]
+    for name, raw in window.metrics.items():
+        if raw is None:
+            continue
+        if type(raw) is float:  # the common case, checked fast
+            if math.isfinite(raw):
+                metric.append(((*labels, name), raw))
+            continue
+        value = _finite(raw)
+        if value is not None:
+            metric.append(((*labels, name), value))
+    lower, upper = out[names.WINDOW_METRIC_LOWER], out[names.WINDOW_METRIC_UPPER]
+    for name, bounds in window.intervals.items():
+        if not isinstance(bounds, Mapping):
+            continue
+        low, high = _finite(bounds.get("lower")), _finite(bounds.get("upper"))
+        if low is not None:
+            lower.append(((*labels, name), low))
+        if high is not None:
+            upper.append(((*labels, name), high))
+    examples = out[names.WINDOW_EXAMPLES]
+    examples.append(((*labels, "positive"), float(window.positives)))
+    examples.append(((*labels, "negative"), float(window.n - window.positives)))
+    end = window.key.start + window_length(model.window)
+    out[names.WINDOW_END].append((labels, end.timestamp()))
+    _add_drift(out, labels, window.drift)
+    for objective in model.objectives:
+        result = evaluate_objective(objective, window.metrics, window.intervals, window.reasons)
+        if result.status in (SlaStatus.MET, SlaStatus.BREACHED):
+            out[names.SLA_MET].append(
+                ((*labels, objective.label), 1.0 if result.status == SlaStatus.MET else 0.0)
+            )
+    return out
+
+
+def _add_drift(out: Series, labels: tuple[str, str], drift: Mapping[str, Any] | None) -> None:
+    if not drift:
+        return
+    for kind in DRIFT_KINDS:
+        test = drift.get(kind)
+        if not isinstance(test, Mapping):
+            continue
+        flag = test.get("flag")
+        if isinstance(flag, bool):
+            out[names.DRIFT_FLAG].append(((*labels, kind), 1.0 if flag else 0.0))
+        p_value, effect = _finite(test.get("p_value")), _finite(test.get("effect"))
+        if p_value is not None:
+            out[names.DRIFT_P_VALUE].append(((*labels, kind), p_value))
+        if effect is not None:
+            out[names.DRIFT_EFFECT].append(((*labels, kind), effect))
+
+
+def model_series(models: Iterable[ModelRow], queue: QueueStats) -> Series:
+    """The samples that do not depend on a window: counters, targets, queue (pure)."""
+    out: Series = {spec.name: [] for spec in FAMILIES if spec not in WINDOW_FAMILIES}
+    for model in models:
+        out[names.BATCHES_INGESTED].append(((model.name,), float(model.batches)))
+        out[names.PREDICTIONS_INGESTED].append(((model.name,), float(model.rows)))
+        for objective in model.objectives:
+            out[names.SLA_TARGET].append(((model.name, objective.label), objective.target))
+    out[names.DIRTY_WINDOWS].append(((), float(queue.dirty_windows)))
+    out[names.WORKER_LAG].append(((), queue.lag_seconds))
+    return out
+
+
+def exposed_windows(
+    models: Iterable[ModelRow], keys: Iterable[WindowKey]
+) -> list[tuple[ModelRow, str, WindowKey]]:
+    """The windows to expose, as (model, segment label, key), in exposition order.
+
+    Windows of unknown models and of segments that are not registered (any
+    more) are left out.
+    """
+    by_id = {m.id: m for m in models}
+    out = []
+    for key in sorted(keys, key=lambda k: (k.model_id, k.segment)):
+        model = by_id.get(key.model_id)
+        if model is None:
+            continue
+        segment = segment_label(model, key.segment)
+        if segment is not None:
+            out.append((model, segment, key))
+    return out
+
+
+def series(snapshot: Snapshot) -> Series:
+    """Every sample of one snapshot, by family (pure).
+
+    The one place that decides which series exist and their values
+    (:func:`window_series` and :func:`model_series`); :func:`families` and
+    :meth:`WindowResultsCollector.render_text` both write it.
+    """
+    out: Series = {spec.name: [] for spec in FAMILIES}
+    windows = {w.key: w for w in snapshot.windows}
+    for model, segment, key in exposed_windows(snapshot.models, windows):
+        for name, samples in window_series(model, segment, windows[key]).items():
+            out[name].extend(samples)
+    for name, samples in model_series(snapshot.models, snapshot.queue).items():
+        out[name].extend(samples)
+    return out
+
+
+def families(snapshot: Snapshot) -> tuple[Metric, ...]:
+    """The metric families of one snapshot as prometheus_client objects (pure)."""
+    samples = series(snapshot)
+    out: list[Metric] = []
+    for spec in FAMILIES:
+        family: GaugeMetricFamily | CounterMetricFamily
+        if spec.kind == "counter":
+            family = CounterMetricFamily(spec.name, spec.help, labels=spec.labels)
+        else:
+            family = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+        for labels, value in samples[spec.name]:
+            family.add_metric(labels, value)
+        out.append(family)
+    return tuple(out)

@@ -1,0 +1,165 @@
+"""The additive content of one window (or of several merged windows).
+
+:class:`WindowSums` is a window aggregate detached from the database: every
+field is a sum over batches, so windows add exactly (re-windowing merges the
+stored windows of a longer window). :func:`sums_seed` derives the seed of a
+window's random draws from its content, which makes computed results a
+function of the sums alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from app.metrics.confusion import ConfusionCounts
+from app.metrics.probability import ProbabilitySums
+from app.services import aggregates
+
+Counts = npt.NDArray[np.int64]
+
+
+class AggregateRow(Protocol):
+    """What :meth:`WindowSums.from_row` reads (a ``WindowAggregate`` row)."""
+
+    n: int
+    positives: int
+    hist_positives: Counts | None
+    hist_negatives: Counts | None
+    confusion: list[dict[str, float]]
+    sums_positives: int | None
+    sums_negatives: int | None
+    brier_sum: float | None
+    log_loss_sum: float | None
+    score_sum_positive: float | None
+    score_sum_negative: float | None
+
+
+@dataclass(frozen=True, eq=False)
+class WindowSums:
+    """The additive content of a window aggregate, detached from the database.
+
+    Attributes
+    ----------
+    n, positives : int
+        Examples in the window, and actual positives among them (every batch).
+    hist_positives, hist_negatives : int64 array of shape (n_bins,) or None
+        Element j counts the actual positives / negatives with a score in bin
+        j of the model's edges (batches with scores or histograms only); None
+        when no such batch arrived.
+    confusion : tuple of ConfusionCounts
+        The exact matrix at each of the model's thresholds, primary first.
+        ``confusion[0]`` covers every example; the others only the examples
+        with histograms (a confusion-matrix batch knows the primary one alone).
+    sums : ProbabilitySums or None
+        Per-example sums of the ``scores`` batches (None without any).
+
+    Every field is a sum over batches, so ``a + b`` is the window holding both
+    (:meth:`merge` for many): re-windowing is exact.
+    """
+
+    n: int
+    positives: int
+    hist_positives: Counts | None
+    hist_negatives: Counts | None
+    confusion: tuple[ConfusionCounts, ...]
+    sums: ProbabilitySums | None
+
+    @classmethod
+    def from_row(cls, row: AggregateRow) -> WindowSums:
+        """The sums held by a ``WindowAggregate`` row (app.services.aggregates reads it)."""
+        hists = aggregates.histograms(row)  # type: ignore[arg-type]
+        return cls(
+            n=int(row.n),
+            positives=int(row.positives),
+            hist_positives=None if hists is None else np.asarray(hists[0], dtype=np.int64),
+            hist_negatives=None if hists is None else np.asarray(hists[1], dtype=np.int64),
+            confusion=tuple(
+                aggregates.confusion_counts(row, i)  # type: ignore[arg-type]
+                for i in range(len(row.confusion))
+            ),
+            sums=aggregates.probability_sums(row),  # type: ignore[arg-type]
+        )
+
+    @property
+    def negatives(self) -> int:
+        return self.n - self.positives
+
+    @property
+    def has_full_histograms(self) -> bool:
+        """True when the histograms count every example of the window."""
+        if self.hist_positives is None or self.hist_negatives is None:
+            return False
+        return int(self.hist_positives.sum()) + int(self.hist_negatives.sum()) == self.n
+
+    def __add__(self, other: WindowSums) -> WindowSums:
+        if len(self.confusion) != len(other.confusion):
+            raise ValueError("windows with different numbers of thresholds cannot be merged")
+        sums = (
+            other.sums
+            if self.sums is None
+            else self.sums
+            if other.sums is None
+            else self.sums + other.sums
+        )
+        return WindowSums(
+            n=self.n + other.n,
+            positives=self.positives + other.positives,
+            hist_positives=_add_counts(self.hist_positives, other.hist_positives),
+            hist_negatives=_add_counts(self.hist_negatives, other.hist_negatives),
+            confusion=tuple(a + b for a, b in zip(self.confusion, other.confusion, strict=True)),
+            sums=sums,
+        )
+
+    @classmethod
+    def merge(cls, windows: Iterable[WindowSums]) -> WindowSums | None:
+        """The sum of ``windows`` (None for none): e.g. the hours of a day."""
+        total: WindowSums | None = None
+        for w in windows:
+            total = w if total is None else total + w
+        return total
+
+    def digest(self) -> bytes:
+        """SHA-256 of the exact content; equal sums give equal digests."""
+        h = hashlib.sha256()
+        h.update(np.array([self.n, self.positives], dtype="<i8").tobytes())
+        for hist in (self.hist_positives, self.hist_negatives):
+            h.update(b"-" if hist is None else np.ascontiguousarray(hist, dtype="<i8").tobytes())
+        for c in self.confusion:
+            h.update(np.array([c.tp, c.fp, c.fn, c.tn], dtype="<f8").tobytes())
+        if self.sums is not None:
+            s = self.sums
+            h.update(
+                np.array(
+                    [
+                        s.positives,
+                        s.negatives,
+                        s.brier_sum,
+                        s.log_loss_sum,
+                        s.score_sum_positive,
+                        s.score_sum_negative,
+                    ],
+                    dtype="<f8",
+                ).tobytes()
+            )
+        return h.digest()
+
+
+def _add_counts(a: Counts | None, b: Counts | None) -> Counts | None:
+    if a is None:
+        return None if b is None else b.copy()
+    if b is None:
+        return a.copy()
+    if a.shape != b.shape:
+        raise ValueError(f"histograms of {a.size} and {b.size} bins cannot be merged")
+    return a + b
+
+
+def sums_seed(window: WindowSums) -> int:
+    """Seed of the interval draws for ``window``: a hash of its sums (deterministic)."""
+    return int.from_bytes(window.digest()[:8], "little")

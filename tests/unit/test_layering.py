@@ -1,0 +1,291 @@
+"""The layering rules of app/, checked through direct and indirect imports.
+
+Each rule names a package, the modules it may never load (directly, through
+another module of app/, or through a third-party library) and, for the pure
+packages, the only third-party libraries it may import. Two independent
+checks per rule:
+
+* the import graph of app/ read with :mod:`ast` (every ``import`` statement,
+  including those inside functions but not those under ``if TYPE_CHECKING:``,
+  followed transitively through app/);
+* a fresh interpreter that imports every module of the package and lists
+  ``sys.modules`` (catches what a third-party import drags in).
+
+A rule whose package does not exist fails: a moved package must move its
+rule too. Every package of app/ must have a layer in :data:`LAYERS`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "app"
+
+LAYERS: dict[str, str] = {
+    "app.metrics": "pure",
+    "app.drift": "pure",
+    "app.db": "storage",
+    "app.services": "domain",
+    "app.worker": "worker",
+    "app.exporter": "exporter",
+    "app.api": "web",
+}
+"""Every package of app/ and its layer (see CONTRIBUTING.md, "Layers")."""
+
+PURE_LEAVES = ("app.errors", "app.statuses")
+"""Dependency-free modules that every layer, the pure ones included, may import."""
+
+STORAGE = ("app.db", "sqlalchemy", "alembic", "psycopg")
+WEB = ("app.api", "app.main", "fastapi", "starlette", "uvicorn")
+EXPORTER = ("app.exporter", "prometheus_client")
+DOMAIN = ("app.services", "app.worker", "app.config", "pydantic")
+METRICS_COMPUTATION = (
+    "app.metrics.evaluate",
+    "app.metrics.areas",
+    "app.metrics.curves",
+    "app.metrics.uncertainty",
+    "app.metrics.ops",
+    "app.metrics.ops_scoring",
+    "app.metrics.ops_labeling",
+    "app.metrics.calibrated",
+    "app.metrics.cost",
+    "app.metrics.dbt",
+    "app.metrics.points",
+    "app.metrics.voting",
+    "app.drift",
+    "app.services.window_compute",
+    "app.services.window_read",
+    "app.services.window_refresh",
+    "app.services.sla",
+)
+"""What computes metrics; the exporter may read metric *names* (app.metrics.labeling)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    package: str
+    forbidden: tuple[str, ...]
+    third_party: frozenset[str] | None = None
+    """For pure packages: the only third-party libraries allowed (None: any)."""
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "app.metrics",
+        (*STORAGE, *WEB, *EXPORTER, *DOMAIN, "app.drift"),
+        frozenset({"numpy", "scipy"}),
+    ),
+    Rule("app.drift", (*STORAGE, *WEB, *EXPORTER, *DOMAIN), frozenset({"numpy", "scipy"})),
+    Rule("app.db", ("app.services", "app.worker", "app.exporter", *WEB)),
+    Rule("app.worker", (*WEB, "app.exporter")),
+    Rule("app.exporter", METRICS_COMPUTATION),
+)
+"""The layering rules. To add a pure package (e.g. app.estimation), add it to
+LAYERS and add ``Rule("app.estimation", (*STORAGE, *WEB, *EXPORTER, *DOMAIN),
+frozenset({"numpy", "scipy"}))``."""
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in APP.rglob("*.py")}
+
+
+def _in(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _runtime_nodes(tree: ast.AST, *, module_level: bool) -> list[ast.AST]:
+    """The nodes of ``tree`` that may run: never those under ``if TYPE_CHECKING:``, and
+    with ``module_level`` not those inside functions (run only when called)."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo.extend(node.orelse)
+            continue
+        if module_level and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+@cache
+def _direct_imports(module: str, *, module_level: bool = False) -> frozenset[str]:
+    """Every module named by an import statement of ``module`` (absolute names).
+
+    With ``module_level``, only the statements that run when it is imported."""
+    path = _modules()[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in _runtime_nodes(tree, module_level=module_level):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            for alias in node.names:
+                if f"{base}.{alias.name}" in _modules():
+                    found.add(f"{base}.{alias.name}")  # ``from app.db import queue``
+    return frozenset(found)
+
+
+def _closure(start: list[str]) -> set[str]:
+    """``start`` and everything it imports, transitively through app/.
+
+    An imported module counts with every import statement it holds, even inside
+    functions (lazy imports); the parent packages it makes Python run count with
+    their module-level statements only."""
+    full: set[str] = set()
+    partial: set[str] = set()
+    todo = [(name, True) for name in start]
+    while todo:
+        name, whole = todo.pop()
+        if name in full or (not whole and name in partial):
+            continue
+        (full if whole else partial).add(name)
+        if name in _modules():
+            todo.extend((parent, False) for parent in _parents(name))
+            todo.extend((n, True) for n in _direct_imports(name, module_level=not whole))
+    return full | partial
+
+
+def _package_modules(package: str) -> list[str]:
+    return sorted(m for m in _modules() if m == package or m.startswith(package + "."))
+
+
+@cache
+def _loaded_by_importing(package: str) -> frozenset[str]:
+    """``sys.modules`` of a fresh interpreter after importing every module of ``package``."""
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {_package_modules(package)!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    return frozenset(json.loads(out.stdout))
+
+
+def test_every_package_has_a_layer() -> None:
+    packages = {_module_name(p.parent) for p in APP.glob("*/__init__.py")}
+    assert packages == set(LAYERS), "add the package to LAYERS (and RULES) in this file"
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)
+def test_rule_package_exists(rule: Rule) -> None:
+    assert (APP / rule.package.removeprefix("app.") / "__init__.py").is_file(), (
+        f"{rule.package} is gone: move its rule with it"
+    )
+    assert rule.package in LAYERS
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)
+def test_import_graph_respects_rule(rule: Rule) -> None:
+    modules = _package_modules(rule.package)
+    assert modules, f"{rule.package} has no modules"
+    offenders = []
+    for module in modules:
+        for name in sorted(_closure([module])):
+            if _in(name, rule.forbidden) and not _in(name, (rule.package,)):
+                offenders.append(f"{module} loads {name}")
+    assert not offenders, "\n".join(offenders[:20])
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)
+def test_importing_package_loads_nothing_forbidden(rule: Rule) -> None:
+    loaded = _loaded_by_importing(rule.package)
+    assert rule.package in loaded
+    offenders = sorted(m for m in loaded if _in(m, rule.forbidden) and not _in(m, (rule.package,)))
+    assert not offenders, f"importing {rule.package} loads {offenders[:20]}"
+
+
+@pytest.mark.parametrize(
+    "rule", [r for r in RULES if r.third_party is not None], ids=lambda r: r.package
+)
+def test_pure_packages_import_only_allowed_libraries(rule: Rule) -> None:
+    assert rule.third_party is not None
+    allowed_app = (rule.package, *PURE_LEAVES, *(p for p, k in LAYERS.items() if k == "pure"))
+    offenders = []
+    for module in _package_modules(rule.package):
+        for name in sorted(_direct_imports(module)):
+            top = name.split(".")[0]
+            if top in sys.stdlib_module_names or top in rule.third_party:
+                continue
+            if top == "app" and _in(name, allowed_app) and not _in(name, rule.forbidden):
+                continue
+            offenders.append(f"{module} imports {name}")
+    assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("module", PURE_LEAVES)
+def test_pure_leaves_import_only_the_standard_library(module: str) -> None:
+    imported = _direct_imports(module)
+    assert imported, f"{module} imports nothing at all? (from __future__ is expected)"
+    assert all(name.split(".")[0] in sys.stdlib_module_names for name in imported), imported
+
+
+def test_the_collector_does_not_load_the_metrics_core() -> None:
+    loaded = _loaded_by_importing("app.exporter.collector")
+    assert "app.exporter.collector" in loaded
+    assert "app.metrics.labeling" in loaded  # the metric names, for the SLA gauges
+    assert not [m for m in loaded if _in(m, METRICS_COMPUTATION)]
+
+
+def test_services_import_nothing_from_the_web_layer() -> None:
+    offenders = [
+        f"{m} loads {n}"
+        for m in _package_modules("app.services")
+        for n in _closure([m])
+        if _in(n, WEB)
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_graph_check_sees_indirect_and_lazy_imports() -> None:
+    """Self-test: the worker reaches storage only through services, lazily in part."""
+    closure = _closure(["app.worker.runner"])
+    assert "app.db.queue" in closure  # runner -> jobs -> window_refresh -> db.queue
+    assert "app.services.window_compute" in closure  # imported inside a function
+
+
+def test_the_metrics_package_is_lazy_and_keeps_its_entry_point() -> None:
+    """``from app.metrics import evaluate`` is the function, whatever was imported before."""
+    code = (
+        "import sys\n"
+        "import app.metrics.labeling\n"
+        "lazy = 'app.metrics.evaluate' not in sys.modules\n"
+        "import app.metrics.evaluate\n"
+        "from app.metrics import evaluate\n"
+        "print(lazy, callable(evaluate), evaluate([0.2, 0.8], [0, 1])['recall'])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["True", "True", "1.0"]
