@@ -9,7 +9,6 @@ method, its assumption (a pure prior shift) and how to read the result.
 from app.estimation.estimate import (
     INTERVAL_LEVEL,
     LabelFreeEstimate,
-    LabelFreeVerdict,
     PriorEstimate,
     estimate_prior,
     estimate_window,
@@ -21,7 +20,6 @@ __all__ = [
     "INTERVAL_LEVEL",
     "PSEUDO_COUNT",
     "LabelFreeEstimate",
-    "LabelFreeVerdict",
     "MixtureReference",
     "PriorEstimate",
     "estimate_prior",

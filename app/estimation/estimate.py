@@ -17,13 +17,12 @@ score histogram against a :class:`~app.estimation.reference.MixtureReference`:
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from app.drift.histograms import FloatArray
-from app.drift.settings import INSUFFICIENT_DATA, OK, DriftSettings
+from app.drift.settings import DriftSettings
 from app.estimation.fit import MixtureFitTest, mixture_fit_test
 from app.estimation.metrics import estimated_metrics
 from app.estimation.prior import (
@@ -36,20 +35,10 @@ from app.estimation.reference import MixtureReference
 from app.estimation.sampling import GroupedSampling
 from app.metrics._validation import check_probability
 from app.metrics.curves import cumulative_counts_from_histograms
+from app.statuses import DriftStatus, DriftVerdict
 
 INTERVAL_LEVEL = 0.95
 """Default level of the prior's interval."""
-
-
-class LabelFreeVerdict(enum.StrEnum):
-    """What the unlabelled scores say about the window against the reference."""
-
-    NONE = "none"
-    """The mixture fits and the prior is the reference's (within the test's power)."""
-    PRIOR = "prior"
-    """The mixture fits at a prior other than the reference's: a prior shift."""
-    LIKELIHOOD = "likelihood"
-    """No prior fits the scores: the class score distributions moved."""
 
 
 LIKELIHOOD_SHIFT = "likelihood_shift"
@@ -81,10 +70,12 @@ class PriorEstimate:
         ``None`` when not tested.
     fit : MixtureFitTest
         Goodness-of-fit of the mixture (``p_value`` None when not tested).
-    status : str
-        ``"ok"``, or ``"insufficient_data"`` when the window or a reference
-        class holds fewer than ``min_class_count`` examples (nothing tested).
-    verdict : LabelFreeVerdict
+    status : DriftStatus
+        ``ok``, or ``insufficient_data`` when the window or a reference class
+        holds fewer than ``min_class_count`` examples (nothing tested).
+    verdict : DriftVerdict
+        ``none``, ``prior`` or ``likelihood`` (the drift verdict's vocabulary,
+        from the unlabelled scores alone).
     unreliable_reason : str | None
         ``"likelihood_shift"``, ``"insufficient_data"`` or
         ``"too_few_groups"``; ``None`` when the fit was tested and holds.
@@ -99,8 +90,8 @@ class PriorEstimate:
     reference_prior: float
     p_value: float | None
     fit: MixtureFitTest
-    status: str
-    verdict: LabelFreeVerdict
+    status: DriftStatus
+    verdict: DriftVerdict
     unreliable_reason: str | None
 
     @property
@@ -152,8 +143,8 @@ class LabelFreeEstimate:
                 "p_value": p.fit.p_value,
                 "statistic": p.fit.statistic,
                 "df": p.fit.df,
-                "verdict": p.verdict.value,
-                "status": p.status,
+                "verdict": str(p.verdict),
+                "status": str(p.status),
             },
             "reliable": p.reliable,
             "unreliable_reason": p.unreliable_reason,
@@ -224,7 +215,7 @@ def estimate_prior(
         reference_prior=ref_prior,
         p_value=prior_p,
         fit=fit,
-        status=OK if enough else INSUFFICIENT_DATA,
+        status=DriftStatus.OK if enough else DriftStatus.INSUFFICIENT_DATA,
         verdict=verdict,
         unreliable_reason=reason,
     )
@@ -283,19 +274,19 @@ def _verdict(
     prior_p: float | None,
     prior_change: float,
     enough: bool,
-) -> tuple[LabelFreeVerdict, str | None]:
+) -> tuple[DriftVerdict, str | None]:
     if not enough:
-        return LabelFreeVerdict.NONE, INSUFFICIENT_DATA
+        return DriftVerdict.NONE, DriftStatus.INSUFFICIENT_DATA.value
     if fit.p_value is not None and fit.p_value < settings.alpha:
-        return LabelFreeVerdict.LIKELIHOOD, LIKELIHOOD_SHIFT
+        return DriftVerdict.LIKELIHOOD, LIKELIHOOD_SHIFT
     reason = TOO_FEW_GROUPS if fit.p_value is None else None
     if (
         prior_p is not None
         and prior_p < settings.alpha
         and prior_change > settings.min_prior_effect
     ):
-        return LabelFreeVerdict.PRIOR, reason
-    return LabelFreeVerdict.NONE, reason
+        return DriftVerdict.PRIOR, reason
+    return DriftVerdict.NONE, reason
 
 
 def _adjusted_count(reference: MixtureReference, u: FloatArray, threshold: float) -> float | None:

@@ -21,7 +21,8 @@ import numpy.typing as npt
 
 from app.drift.histograms import FloatArray, WindowHistograms
 from app.drift.two_sample import coarsen, quantile_bin_starts
-from app.metrics._validation import InvalidInput, check_count
+from app.errors import InvalidInput
+from app.metrics._validation import check_count
 from app.metrics.curves import CurveCounts, cumulative_counts_from_histograms
 
 GROUPS = 20

@@ -43,7 +43,12 @@ from app.drift.verdict import drift_verdict
 from app.metrics.calibrated import calibrated_average_precision
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import CurveCounts, cumulative_counts_from_histograms, pr_curve, roc_curve
-from app.metrics.evaluate import OPS_METRICS, curve_metrics, evaluate_counts
+from app.metrics.evaluate import (
+    OPS_METRICS,
+    curve_metrics,
+    evaluate_at_thresholds,
+    evaluate_counts,
+)
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops_scoring import oprc_curve
 from app.metrics.probability import ProbabilitySums
@@ -69,11 +74,6 @@ POSITIVES_ONLY_METRICS = frozenset({"recall", "fnr"})
 """Metrics computed from the actual positives alone."""
 NEGATIVES_ONLY_METRICS = frozenset({"specificity", "fpr"})
 """Metrics computed from the actual negatives alone."""
-
-
-def threshold_suffix(threshold: float) -> str:
-    """Suffix of the metrics at a non-primary threshold: ``"@t=0.3"``."""
-    return f"@t={threshold:g}"
 
 
 # --- the output ----------------------------------------------------------
@@ -181,13 +181,7 @@ def _metrics(
             curve, curve.confusion_at(model.primary_threshold), None, **options
         )
         out.update({k: v for k, v in with_curve.items() if k not in labeling_keys})
-    dependent = [k for k in evaluate_counts(None, primary, None, **options) if k != "prior"]
-    for threshold, counts in zip(model.thresholds[1:], window.confusion[1:], strict=True):
-        if counts.n <= 0:
-            continue
-        at_t = evaluate_counts(None, counts, None, **options)
-        suffix = threshold_suffix(threshold)
-        out.update({f"{k}{suffix}": at_t[k] for k in dependent})
+    out.update(evaluate_at_thresholds(model.thresholds[1:], window.confusion[1:], **options))
     return out
 
 

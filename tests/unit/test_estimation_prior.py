@@ -12,6 +12,7 @@ from scipy import stats
 from app.drift.histograms import WindowHistograms
 from app.drift.settings import DriftSettings
 from app.drift.simulation import BinormalStream
+from app.errors import InvalidInput
 from app.estimation import MixtureReference, estimate_prior
 from app.estimation.prior import (
     adjusted_count_prior,
@@ -20,7 +21,6 @@ from app.estimation.prior import (
     ml_prior,
     profile_interval,
 )
-from app.metrics._validation import InvalidInput
 from app.metrics.binning import default_bin_edges
 
 EDGES = default_bin_edges((0.5,))
