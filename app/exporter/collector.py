@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
 
 from app.db.queue import queue_stats
-from app.exporter.names import FAMILIES
+from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import (
     ModelRow,
     Snapshot,
@@ -34,8 +35,19 @@ from app.exporter.series import (
     segment_label,
     window_series,
 )
-from app.exporter.text import render_families, sample_lines
+from app.exporter.text import Series, render_families, render_series, sample_lines
 from app.services.sla_objectives import Objective
+
+
+class SeriesPart(Protocol):
+    """More families for :meth:`WindowResultsCollector.render_text`, read in its session."""
+
+    specs: tuple[FamilySpec, ...]
+
+    def read(self, session: Session, models: tuple[ModelRow, ...]) -> Series:
+        """The samples of :attr:`specs`, by family."""
+        ...
+
 
 ChunkKey = tuple[WindowKey, str, str, str, tuple[Objective, ...]]
 """What one window's text depends on: the stored result and aggregate version
@@ -49,6 +61,10 @@ class WindowResultsCollector(Collector):
     ----------
     session_factory : callable returning a Session
         A new session per scrape; it is only read from, then closed.
+    parts : sequence of SeriesPart
+        Families :meth:`render_text` writes after its own (e.g. the estimates
+        of app/exporter/estimates.py), read in the same session with the same
+        models.
 
     ``collect`` serves any prometheus_client registry. ``GET /metrics`` uses
     :meth:`render_text`: the same series in the text format, written by
@@ -57,8 +73,11 @@ class WindowResultsCollector(Collector):
     kept until its stored result, aggregate version or model settings change.
     """
 
-    def __init__(self, session_factory: Callable[[], Session]) -> None:
+    def __init__(
+        self, session_factory: Callable[[], Session], parts: Iterable[SeriesPart] = ()
+    ) -> None:
         self._session_factory = session_factory
+        self._parts = tuple(parts)
         self._lock = threading.Lock()
         self._chunks: dict[ChunkKey, dict[str, str]] = {}
 
@@ -94,6 +113,7 @@ class WindowResultsCollector(Collector):
                 missing = [k[0] for k in wanted if k not in cached]
                 fetched = read_latest_windows(session, missing) if missing else []
                 queue = queue_stats(session)
+                extra = [(part.specs, part.read(session, models)) for part in self._parts]
             finally:
                 session.rollback()
         chunks: dict[ChunkKey, dict[str, str]] = {k: cached[k] for k in wanted if k in cached}
@@ -117,7 +137,8 @@ class WindowResultsCollector(Collector):
         for spec in FAMILIES:
             if spec.name in others:
                 parts[spec.name].append(sample_lines(spec, others[spec.name]))
-        return render_families(FAMILIES, parts)
+        text = render_families(FAMILIES, parts)
+        return text + "".join(render_series(specs, samples) for specs, samples in extra)
 
 
 def _chunk_key(model: ModelRow, segment: str, key: WindowKey) -> ChunkKey:

@@ -15,6 +15,7 @@ from prometheus_client import (
 from sqlalchemy.orm import Session
 
 from app.exporter.collector import WindowResultsCollector
+from app.exporter.estimates import EstimateCollector
 from app.exporter.rejections import RejectionCounter, RejectionCountingMiddleware
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -27,7 +28,10 @@ class Exporter:
     Attributes
     ----------
     windows : WindowResultsCollector
-        Stored window results, queue and ingestion counters (read per scrape).
+        Stored window results, queue and ingestion counters (read per scrape);
+        its text (:meth:`render`) includes the estimates.
+    estimates : EstimateCollector
+        Stored label-free estimates and their errors (read per scrape).
     rejections : RejectionCounter
         Rejected batch requests of this process, by reason.
     process : CollectorRegistry
@@ -42,7 +46,8 @@ class Exporter:
     """
 
     def __init__(self, session_factory: Callable[[], Session]) -> None:
-        self.windows = WindowResultsCollector(session_factory)
+        self.estimates = EstimateCollector(session_factory)
+        self.windows = WindowResultsCollector(session_factory, parts=(self.estimates,))
         self.rejections = RejectionCounter()
         self.process = CollectorRegistry(auto_describe=False)
         self.process.register(self.rejections)
@@ -51,6 +56,7 @@ class Exporter:
         GCCollector(registry=self.process)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.windows)
+        self.registry.register(self.estimates)
         self.registry.register(self.process)  # a registry is itself a collector
 
     def render(self) -> bytes:

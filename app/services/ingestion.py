@@ -75,7 +75,7 @@ def _store(
     response = {
         "batch_id": str(batch_id),
         "window_start": isoformat_z(parsed.window_start),
-        "count": parsed.n,
+        "count": parsed.n + parsed.n_unlabelled,
     }
     session.add(
         Batch(
@@ -89,6 +89,7 @@ def _store(
             segment=parsed.segment,
             n=parsed.n,
             positives=parsed.positives,
+            unlabelled=parsed.n_unlabelled,
             response=response,
             received_at=now,
         )
