@@ -179,6 +179,21 @@ def test_bad_unlabelled_batches_store_nothing(api: Api) -> None:
     assert all(w["n_unlabelled"] == 0 for w in _windows(api, token))
 
 
+def test_no_estimate_inside_the_reference_period(api: Api) -> None:
+    rng = np.random.default_rng(6)
+    token, _ = _setup(api, rng)
+    drain(api.client)
+    before = {w["start"]: w for w in _windows(api, token, segment="eu")}[iso(DAY)]
+    h = STREAM.window(rng, n=2_000, prior=0.1)
+    body = {"timestamp": _at(0), "segment": "eu", "scores": _scores_of(h)}
+    assert api.post_batch("fraud", token, body).status_code == 202
+    drain(api.client)
+    after = {w["start"]: w for w in _windows(api, token, segment="eu")}[iso(DAY)]
+    assert (after["n_unlabelled"], after["estimate"], after["status"]) == (2_000, None, "fresh")
+    assert after["drift"]["verdict"] == "reference"
+    assert (after["n"], after["metrics"]) == (before["n"], before["metrics"])
+
+
 def test_no_reference_no_estimate(api: Api) -> None:
     api.create_model("plain", window="1h", threshold=0.5, pi0=0.1)
     token = api.create_key("plain")
