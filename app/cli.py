@@ -19,20 +19,40 @@ cli = typer.Typer(
 )
 
 
+_MIGRATE_HELP = "apply pending migrations at start (PostgreSQL; SQLite always does)"
+
+
+def _prepare_schema(migrate: bool) -> None:
+    """Bring the database to head or refuse to start (exit status 3) with what to run."""
+    from app.config import get_settings
+    from app.db.migrate import SchemaNotReady, prepare_schema
+
+    try:
+        typer.echo(prepare_schema(get_settings(), migrate=migrate), err=True)
+    except SchemaNotReady as exc:
+        typer.echo(f"priorwatch: not starting: {exc}", err=True)
+        raise typer.Exit(3) from None
+
+
 @cli.command()
 def serve(
     host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    migrate: Annotated[bool, typer.Option("--migrate", help=_MIGRATE_HELP)] = False,
 ) -> None:
     """Run the API; on SQLite it also runs the worker in-process."""
+    _prepare_schema(migrate)
     from app.main import run
 
     run(host=host, port=port)
 
 
 @cli.command()
-def worker() -> None:
+def worker(
+    migrate: Annotated[bool, typer.Option("--migrate", help=_MIGRATE_HELP)] = False,
+) -> None:
     """Run one worker process (Postgres deployments run several)."""
+    _prepare_schema(migrate)
     from app.worker.runner import run
 
     run()

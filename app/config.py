@@ -84,6 +84,30 @@ class Settings(BaseSettings):
     database_pool_size: int = Field(
         default=10, gt=0, description="connections kept per process (Postgres)"
     )
+    database_connect_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="longest wait for a new connection (Postgres)"
+    )
+    database_pool_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="longest wait for a free connection of the pool"
+    )
+    database_statement_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="server-side limit of one statement (Postgres statement_timeout)",
+    )
+    database_lock_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="server-side limit of one wait for a row lock (Postgres lock_timeout)",
+    )
+    database_retry_after_seconds: int = Field(
+        default=5, gt=0, description="Retry-After of the 503 answered while the database is down"
+    )
+    request_deadline_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="a request with no answer after this long gets 503 (database not answering)",
+    )
 
     # --- embedded mode --------------------------------------------------
     embedded_worker: bool = Field(

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from app.api.body_limit import BodySizeLimitMiddleware
 from app.api.errors import register_exception_handlers
+from app.api.guard import ResponseGuardMiddleware
 from app.api.openapi import register_documented_schemas
 from app.api.routes import ROUTERS
 from app.config import Settings, get_settings
@@ -65,6 +66,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    app.add_middleware(
+        ResponseGuardMiddleware,
+        deadline_seconds=settings.request_deadline_seconds,
+        retry_after_seconds=settings.database_retry_after_seconds,
+    )  # innermost: every request ends in a complete answer, in bounded time
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     install_exporter(app)  # GET /metrics registry; rejection counter (outermost middleware)
     register_exception_handlers(app)

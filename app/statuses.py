@@ -40,7 +40,11 @@ class SlaStatus(StrEnum):
     """Status of an SLA objective in a window, and of a window in the SLA report."""
 
     MET = "met"
+    """The whole credible interval (or, on point evidence, the value) meets the target."""
     BREACHED = "breached"
+    """The whole credible interval (or, on point evidence, the value) misses the target."""
+    INCONCLUSIVE = "inconclusive"
+    """The credible interval holds values on both sides of the target, or is missing."""
     INSUFFICIENT_DATA = "insufficient_data"
     """The metric is undefined, or a class has too few examples."""
     PENDING = "pending"

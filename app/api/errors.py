@@ -3,8 +3,10 @@
 Body: ``{"type", "title", "status", "detail", "instance", "errors": [{"field",
 "reason"}]}``. ``type`` is ``about:blank`` for plain HTTP conditions (unknown
 route, wrong method) and ``urn:priorwatch:problem:<slug>`` for the service's
-own conditions (listed in docs/api.md). Unhandled exceptions become a 500
-without internals; the traceback goes to the server log only.
+own conditions (listed in docs/api.md). A database outage (unreachable,
+timed out, busy) is a 503 ``database-unavailable`` with ``Retry-After`` and one
+log line. Unhandled exceptions become a 500 without internals
+(app/api/guard.py); the traceback goes to the server log only.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from app.db.availability import describe_outage, is_outage
 from app.errors import InvalidInput
 from app.services.errors import (
     ApiKeyNotFound,
@@ -188,20 +192,48 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     )
 
 
-async def _unhandled(request: Request, exc: Exception) -> Response:
-    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+def internal_error_response(instance: str | None) -> Response:
+    """The 500 answer to a bug (nothing about it is shown to the client)."""
     return problem_response(
         500,
         type_=problem_type("internal-error"),
         detail="an unexpected error occurred; it has been logged",
+        instance=instance,
+    )
+
+
+def unavailable_response(
+    detail: str, *, instance: str | None, retry_after_seconds: int
+) -> Response:
+    """The 503 answer while the database is unreachable or does not answer in time."""
+    return problem_response(
+        503,
+        type_=problem_type("database-unavailable"),
+        title="Database unavailable",
+        detail=f"{detail}; retry later",
+        instance=instance,
+        headers={"Retry-After": str(retry_after_seconds)},
+    )
+
+
+async def _database_error(request: Request, exc: Exception) -> Response:
+    if not is_outage(exc):
+        raise exc  # a bug: the guard middleware logs it and answers 500
+    logger.warning(
+        "database unavailable on %s %s: %s", request.method, request.url.path, describe_outage(exc)
+    )
+    return unavailable_response(
+        "the database is unavailable",
         instance=_instance(request),
+        retry_after_seconds=request.app.state.settings.database_retry_after_seconds,
     )
 
 
 def register_exception_handlers(app: FastAPI) -> None:
-    """Route every error to a problem+json response."""
+    """Route every error to a problem+json response (bugs: app/api/guard.py)."""
     app.add_exception_handler(InvalidInput, _invalid_input)
     app.add_exception_handler(PriorwatchError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(Exception, _unhandled)
+    app.add_exception_handler(sa_exc.DBAPIError, _database_error)
+    app.add_exception_handler(sa_exc.TimeoutError, _database_error)

@@ -1,4 +1,5 @@
-"""Apply the Alembic migrations (``priorwatch migrate``) and read the schema version."""
+"""Apply the Alembic migrations (``priorwatch migrate``), read the schema version and
+check it when a process starts."""
 
 from __future__ import annotations
 
@@ -10,8 +11,13 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 import app
+from app.config import Settings
+from app.db.availability import describe_outage
+from app.db.session import make_engine
 
 MIGRATIONS_DIR = Path(app.__file__).resolve().parent.parent / "migrations"
 """The Alembic script directory: the ``migrations`` package next to ``app`` (in the
@@ -41,3 +47,57 @@ def head_revisions() -> frozenset[str]:
 def current_revisions(connection: Connection) -> frozenset[str]:
     """The revision(s) the database behind ``connection`` is at (empty: never migrated)."""
     return frozenset(MigrationContext.configure(connection).get_current_heads())
+
+
+class SchemaNotReady(Exception):
+    """The database is not at the migrations' head and may not be migrated now."""
+
+
+def prepare_schema(settings: Settings, *, migrate: bool) -> str:
+    """Check the schema before a process starts; migrate it where allowed.
+
+    The embedded SQLite database is always brought to head (``priorwatch
+    serve`` is the one command of a single-machine install). A PostgreSQL
+    database is migrated only when ``migrate`` is true (``--migrate``):
+    otherwise a database behind the code is refused, with what to run. A
+    database that cannot be reached is left for later (the process starts;
+    ``/readyz`` answers 503 until it can be reached and is at head).
+
+    Parameters
+    ----------
+    settings : Settings
+        The database URL and the connection timeouts of the check.
+    migrate : bool
+        Whether a PostgreSQL database behind the code may be migrated.
+
+    Returns
+    -------
+    str
+        One line for the log: what was found or done.
+
+    Raises
+    ------
+    SchemaNotReady
+        PostgreSQL, not at head, and ``migrate`` is false.
+    """
+    database_url = settings.database_url
+    shown = make_url(database_url).render_as_string(hide_password=True)
+    engine = make_engine(database_url, settings)
+    try:
+        with engine.connect() as connection:
+            current = current_revisions(connection)
+    except OperationalError as exc:
+        return f"database {shown} unreachable at start ({describe_outage(exc)})"
+    finally:
+        engine.dispose()
+    heads = head_revisions()
+    if current == heads:
+        return f"database {shown} at head"
+    if migrate or engine.dialect.name == "sqlite":
+        upgrade_to_head(database_url)
+        return f"database {shown} migrated to head (was at {sorted(current) or 'nothing'})"
+    state = "never migrated" if not current else f"at revision {', '.join(sorted(current))}"
+    raise SchemaNotReady(
+        f"the database {shown} is {state}; this version needs {', '.join(sorted(heads))}. "
+        "Run `priorwatch migrate` first, or start with --migrate."
+    )

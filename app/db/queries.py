@@ -10,11 +10,11 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import func, select
+from sqlalchemy import Float, cast, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.db.models import ApiKey, Batch, Model, WindowAggregate
+from app.db.models import ALL_SEGMENTS, ApiKey, Batch, Model, WindowAggregate
 
 
 def get_model_by_name(session: Session, name: str) -> Model | None:
@@ -51,6 +51,21 @@ def count_batches(session: Session, model_id: int) -> int:
         session.scalar(select(func.count()).select_from(Batch).where(Batch.model_id == model_id))
         or 0
     )
+
+
+def model_example_total(session: Session, model_id: int) -> float:
+    """Examples stored for the model: the sum of its all-traffic windows' ``n`` and
+    ``n_unlabelled``.
+
+    Summed as floating point, which cannot overflow (an integer SUM raises on
+    SQLite past 2^63); exact to a few parts in 10^16, enough for a ceiling.
+    """
+    total = session.scalar(
+        select(
+            func.sum(cast(WindowAggregate.n, Float) + cast(WindowAggregate.n_unlabelled, Float))
+        ).where(WindowAggregate.model_id == model_id, WindowAggregate.segment == ALL_SEGMENTS)
+    )
+    return float(total or 0.0)
 
 
 def lock_window_aggregates(

@@ -9,6 +9,7 @@ no lost updates between read and write). Use :func:`begin_write` for that.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +33,17 @@ def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
     database_url : str
         SQLAlchemy URL (``sqlite:///file.db`` or ``postgresql+psycopg://...``).
     settings : Settings, optional
-        Pool size and SQLite busy timeout; defaults of :class:`Settings` if omitted.
+        Pool size, timeouts and SQLite busy timeout; defaults of :class:`Settings`
+        if omitted.
+
+    Notes
+    -----
+    Every wait is bounded: a free pooled connection (``pool_timeout``), a new
+    connection (libpq ``connect_timeout``), a statement and a row lock
+    (PostgreSQL ``statement_timeout`` and ``lock_timeout``, set for every
+    session as connection options), SQLite's write lock (busy timeout). Pooled
+    connections are tested before use (``pool_pre_ping``), so the pool
+    recovers by itself after the server restarted.
     """
     settings = settings or Settings(database_url=database_url)
     url = make_url(database_url)
@@ -43,18 +54,42 @@ def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
                 "timeout": settings.sqlite_busy_timeout_seconds,
                 "check_same_thread": False,
             },
+            pool_timeout=settings.database_pool_timeout_seconds,
         )
         _configure_sqlite(engine, settings)
         return engine
+    connect_args: dict[str, Any] = {}
+    if url.get_backend_name() == "postgresql":
+        connect_args = postgres_connect_args(settings, url.query.get("options"))
     engine = create_engine(
         url,
         pool_size=settings.database_pool_size,
         max_overflow=settings.database_pool_size,
+        pool_timeout=settings.database_pool_timeout_seconds,
         pool_pre_ping=True,
+        connect_args=connect_args,
     )
     if url.get_backend_name() == "postgresql":
         event.listen(engine, "connect", _prefer_lz4_toast)
     return engine
+
+
+def postgres_connect_args(settings: Settings, url_options: Any = None) -> dict[str, Any]:
+    """libpq parameters bounding every wait of a PostgreSQL connection.
+
+    ``connect_timeout`` (whole seconds, at least 1) and the server settings
+    ``statement_timeout`` and ``lock_timeout`` (milliseconds) given as startup
+    ``options``, after any ``options`` of the URL (those are kept).
+    """
+    statement_ms = max(1, round(settings.database_statement_timeout_seconds * 1000))
+    lock_ms = max(1, round(settings.database_lock_timeout_seconds * 1000))
+    options = f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
+    if isinstance(url_options, str) and url_options.strip():
+        options = f"{url_options.strip()} {options}"
+    return {
+        "connect_timeout": max(1, math.ceil(settings.database_connect_timeout_seconds)),
+        "options": options,
+    }
 
 
 def _prefer_lz4_toast(dbapi_connection: Any, _record: Any) -> None:

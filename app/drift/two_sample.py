@@ -1,7 +1,8 @@
 """Two-sample tests and distances on histograms over the same bins.
 
 The building blocks of the likelihood-shift test (:mod:`app.drift.likelihood`):
-merging fine bins at a reference's quantiles, Pearson's chi-square test of
+merging fine bins at the quantiles of a histogram (the pooled sample's for the
+chi-square test), Pearson's chi-square test of
 homogeneity, the Wilcoxon-Mann-Whitney rank-sum test with bins as ties, the
 Wasserstein-1 distance, and Šidák's adjustment. Inputs are validated count
 arrays (e.g. those of a :class:`~app.drift.histograms.WindowHistograms`).
@@ -21,12 +22,13 @@ IntArray = npt.NDArray[np.intp]
 
 
 def quantile_bin_starts(reference: FloatArray, n_bins: int) -> IntArray:
-    """First fine bin of each coarse bin, cut at the reference's quantiles.
+    """First fine bin of each coarse bin, cut at the quantiles of ``reference``.
 
     Parameters
     ----------
     reference : array of shape (J,)
-        Counts of the reference in the fine bins (not all zero).
+        Counts in the fine bins (not all zero) whose quantiles cut: a
+        reference's (PSI deciles) or a pooled sample's (chi-square test).
     n_bins : int
         Wanted number of coarse bins K >= 1.
 

@@ -29,7 +29,7 @@ DRIFT_P_VALUE = "priorwatch_drift_p_value"
 DRIFT_EFFECT = "priorwatch_drift_effect"
 """gauge {model, segment, kind}: effect size (prior: |change of pi|; likelihood: max PSI)."""
 SLA_MET = "priorwatch_sla_objective_met"
-"""gauge {model, segment, objective}: 1 met, 0 breached, in the latest fresh window."""
+"""gauge {model, segment, objective}: 1 met, 0.5 inconclusive, 0 breached (latest fresh window)."""
 SLA_TARGET = "priorwatch_sla_objective_target"
 """gauge {model, objective}: the objective's target value."""
 BATCHES_INGESTED = "priorwatch_batches_ingested"
@@ -148,7 +148,7 @@ FAMILIES: tuple[FamilySpec, ...] = (
     FamilySpec(
         SLA_MET,
         "gauge",
-        "1 if the SLA objective is met in the latest fresh window, 0 if breached",
+        "SLA objective in the latest fresh window: 1 met, 0.5 inconclusive, 0 breached",
         (*_WINDOW, "objective"),
     ),
     FamilySpec(SLA_TARGET, "gauge", "Target value of the SLA objective", ("model", "objective")),

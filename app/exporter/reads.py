@@ -29,7 +29,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Select, Text, and_, cast, func, select, tuple_
+from sqlalchemy import Float, Select, Text, and_, cast, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.db.models import Batch, Model, WindowAggregate, WindowMetrics
@@ -108,12 +108,13 @@ def _objectives(
 
 
 def read_models(session: Session) -> tuple[ModelRow, ...]:
-    """Every model with its accepted batches and rows (one statement)."""
+    """Every model with its accepted batches and rows, labelled or not (one statement)."""
     counts = (
         select(
             Batch.model_id.label("model_id"),
             func.count().label("batches"),
-            func.sum(Batch.n).label("rows"),
+            # a float sum: an integer SUM raises on SQLite past 2^63 (legacy totals)
+            func.sum(cast(Batch.n, Float) + cast(Batch.unlabelled, Float)).label("rows"),
         )
         .group_by(Batch.model_id)
         .subquery()

@@ -23,9 +23,8 @@ from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey
 from app.exporter.text import Series
-from app.services.sla_objectives import evaluate_objective
+from app.services.sla_objectives import SLA_GAUGE, evaluate_objective
 from app.services.windowing import window_length
-from app.statuses import SlaStatus
 
 DRIFT_KINDS: tuple[str, ...] = ("prior", "likelihood")
 """``kind`` label values of the drift gauges."""
@@ -87,10 +86,9 @@ def window_series(model: ModelRow, segment: str, window: LatestWindow) -> Series
     _add_drift(out, labels, window.drift)
     for objective in model.objectives:
         result = evaluate_objective(objective, window.metrics, window.intervals, window.reasons)
-        if result.status in (SlaStatus.MET, SlaStatus.BREACHED):
-            out[names.SLA_MET].append(
-                ((*labels, objective.label), 1.0 if result.status == SlaStatus.MET else 0.0)
-            )
+        gauge = SLA_GAUGE.get(result.status)
+        if gauge is not None:
+            out[names.SLA_MET].append(((*labels, objective.label), gauge))
     return out
 
 

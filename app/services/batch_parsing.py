@@ -35,6 +35,7 @@ from app.metrics.binning import histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
+from app.services.count_limits import check_batch_counts, check_batch_total
 from app.services.errors import MalformedBody
 from app.services.model_config import ModelConfig
 from app.services.windowing import window_start
@@ -42,8 +43,6 @@ from app.services.windowing import window_start
 BATCH_FIELDS = frozenset(
     {"timestamp", "segment", "scores", "labels", "histogram", "confusion_matrix"}
 )
-MAX_EXACT_COUNT = 2**53
-"""Largest total count accepted in a pre-aggregated batch (exact in float64)."""
 
 Counts = npt.NDArray[np.int64]
 
@@ -228,19 +227,12 @@ def _count_array(field: str, raw: Any, size: int) -> Counts:
         raise InvalidInput(field, "must be an array of non-negative integers") from None
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise InvalidInput(field, "must be an array of non-negative integers")
-    if arr.size and int(arr.max()) > MAX_EXACT_COUNT:
-        raise InvalidInput(field, f"counts must not exceed {MAX_EXACT_COUNT}")
+    if arr.size:
+        check_batch_counts(field, int(arr.max()))
     counts = arr.astype(np.int64)
     if counts.size and counts.min() < 0:
         raise InvalidInput(field, f"element {int(np.argmin(counts))} is negative")
     return counts
-
-
-def _check_total(field: str, total: float) -> None:
-    if total == 0:
-        raise InvalidInput(field, "is empty: the batch must count at least one example")
-    if total > MAX_EXACT_COUNT:
-        raise InvalidInput(field, f"counts more than {MAX_EXACT_COUNT} examples")
 
 
 def _confusion_from_histograms(
@@ -263,7 +255,7 @@ def _parse_confusion_matrix(raw: Any) -> ConfusionCounts:
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise InvalidInput(f"confusion_matrix.{name}", "must be a non-negative integer")
         values[name] = v
-    _check_total("confusion_matrix", sum(values.values()))
+    check_batch_total("confusion_matrix", sum(values.values()))
     return ConfusionCounts(*(float(values[k]) for k in ("tp", "fp", "fn", "tn")))
 
 
@@ -339,10 +331,9 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
             neg = _count_array("histogram.negatives", raw["negatives"], model.n_bins)
         if "unlabelled" in keys:
             unlabelled = _count_array("histogram.unlabelled", raw["unlabelled"], model.n_bins)
-        # float totals first: int64 sums of large counts could overflow silently
-        _check_total(
-            "histogram",
-            sum(float(c.sum(dtype=np.float64)) for c in (pos, neg, unlabelled) if c is not None),
+        # every count is at most 2^40, so the int64 sums below cannot overflow
+        check_batch_total(
+            "histogram", sum(int(c.sum()) for c in (pos, neg, unlabelled) if c is not None)
         )
         if pos is not None and neg is not None:
             positives = int(pos.sum())

@@ -8,8 +8,9 @@ Order of work for ``POST /v1/models/{name}/batches``:
 3. parse and validate the body (no database locks held; the body hash is
    computed beside steps 1-3 in another thread);
 4. one write transaction: insert the batch row, lock the window's aggregates
-   (all traffic, and the segment's if any) in segment order, add the batch,
-   bump versions, mark dirty; commit. Any failure rolls all of it back.
+   (all traffic, and the segment's if any) in segment order, check the count
+   ceilings (app/services/count_limits.py), add the batch, bump versions,
+   mark dirty; commit. Any failure rolls all of it back.
 
 On PostgreSQL steps 1-4 share one transaction (the advisory lock of step 1
 lives until the commit); on SQLite the write transaction of step 4 starts
@@ -34,6 +35,7 @@ from app.db.session import write_transaction
 from app.services import idempotency
 from app.services.aggregates import apply_batch
 from app.services.batch_parsing import ParsedBatch, parse_batch
+from app.services.count_limits import check_room
 from app.services.model_config import ModelConfig
 from app.services.windowing import isoformat_z
 
@@ -96,9 +98,13 @@ def _store(
     )
     session.flush()  # before the aggregates are locked: keeps the locked span short
     segments = [ALL_SEGMENTS] if parsed.segment is None else [ALL_SEGMENTS, parsed.segment]
-    for aggregate in queries.lock_window_aggregates(
+    aggregates = queries.lock_window_aggregates(
         session, model.id, parsed.window_start, segments, model.thresholds, now
-    ):
+    )
+    model_total = queries.model_example_total(session, model.id)
+    added = parsed.n + parsed.n_unlabelled  # labelled and unlabelled rows share the ceilings
+    check_room(parsed.kind, added, (a.n + a.n_unlabelled for a in aggregates), model_total)
+    for aggregate in aggregates:
         apply_batch(aggregate, parsed, now)
     session.flush()
     return response

@@ -68,6 +68,11 @@ class SlaObjective(_Strict):
     metric: str = Field(min_length=1, max_length=64, examples=["calibrated_f1"])
     op: Literal[">=", "<="]
     target: float = Field(allow_inf_nan=False)
+    evidence: Literal["interval", "point"] = Field(
+        default="interval",
+        description="decide each window from the credible interval (met, breached or "
+        "inconclusive) or from the point value alone (docs/reading.md)",
+    )
 
 
 class DriftReference(_Strict):

@@ -9,12 +9,16 @@ Prior-invariant metrics (``recall``, ``calibrated_*``, ``ops_*``,
 ``weighted_accuracy``, ...) are read as they are. ``evaluated_as`` in the
 report names the metric actually read.
 
-Per window and objective the status is ``met``, ``breached`` or
-``insufficient_data`` (the metric is undefined or a class has fewer than
-``min_class_count`` examples); windows still waiting for the worker are
-``pending`` and count in no ratio. A window is ``met`` when all its
-objectives are met, ``breached`` when any is breached, else
-``insufficient_data``. The compliance ratio is met / (met + breached).
+Per window and objective the status is decided from the evidence
+(:data:`RULE`, :mod:`app.services.sla_objectives`): ``met``, ``breached`` or
+``inconclusive`` from the credible interval, or ``met`` / ``breached`` from
+the point value where it decides; ``insufficient_data`` when the metric is
+undefined or a class has fewer than ``min_class_count`` examples; ``pending``
+while the window waits for the worker. A window is ``breached`` when any
+objective is breached, ``met`` when all are met, ``inconclusive`` when some
+is inconclusive, else ``insufficient_data``. The compliance ratio is
+met / (met + breached); inconclusive, insufficient and pending windows are
+counted beside it and enter no ratio.
 """
 
 from __future__ import annotations
@@ -54,10 +58,26 @@ CSV_COLUMNS: tuple[str, ...] = (
     "value",
     "lower",
     "upper",
+    "evidence",
+    "rule",
     "status",
     "reason",
 )
 """Columns of the CSV report, one row per (window, objective)."""
+
+RULE = (
+    "Each window is judged on the metric at the reference prior pi0. "
+    "evidence=interval: breached when the whole 95% credible interval lies on the wrong side "
+    "of the target, met when it lies entirely on the right side (the target included), "
+    "inconclusive otherwise or when the window has no interval. evidence=point (the "
+    "client's choice, or a metric without an interval): met or breached from the point "
+    "value alone. insufficient_data: the metric is undefined or a class is too scarce; "
+    "pending: the window waits for the worker. A window is breached when any objective is "
+    "breached, met when all are met, inconclusive when some objective is inconclusive. "
+    "compliance_ratio = met / (met + breached); inconclusive, insufficient_data and pending "
+    "windows are counted beside it and enter no ratio."
+)
+"""The decision rule, stated in every report (``rule``)."""
 
 
 def model_objectives(model: ModelConfig) -> tuple[Objective, ...]:
@@ -75,6 +95,8 @@ def _window_status(results: Sequence[ObjectiveResult]) -> str:
         return SlaStatus.BREACHED
     if statuses == {SlaStatus.MET}:
         return SlaStatus.MET
+    if SlaStatus.INCONCLUSIVE in statuses:
+        return SlaStatus.INCONCLUSIVE
     return SlaStatus.INSUFFICIENT_DATA
 
 
@@ -109,6 +131,7 @@ class Tally:
 
     met: int = 0
     breached: int = 0
+    inconclusive: int = 0
     insufficient_data: int = 0
     pending: int = 0
 
@@ -118,6 +141,7 @@ class Tally:
         return cls(
             s.count(SlaStatus.MET),
             s.count(SlaStatus.BREACHED),
+            s.count(SlaStatus.INCONCLUSIVE),
             s.count(SlaStatus.INSUFFICIENT_DATA),
             s.count(SlaStatus.PENDING),
         )
@@ -131,6 +155,7 @@ class Tally:
         return {
             "windows_met": self.met,
             "windows_breached": self.breached,
+            "windows_inconclusive": self.inconclusive,
             "windows_insufficient_data": self.insufficient_data,
             "windows_pending": self.pending,
             "compliance_ratio": self.compliance_ratio,
@@ -169,16 +194,8 @@ class SlaReport:
             "segment": self.segment,
             "from": iso(self.start),
             "to": iso(self.end),
-            "objectives": [
-                {
-                    "objective": o.label,
-                    "metric": o.metric,
-                    "evaluated_as": o.evaluated_as,
-                    "op": o.op,
-                    "target": o.target,
-                }
-                for o in self.objectives
-            ],
+            "rule": RULE,
+            "objectives": [o.to_dict() for o in self.objectives],
             "summary": self.summary(),
             "windows": [w.to_dict() for w in self.windows],
         }
@@ -213,6 +230,8 @@ def report_to_csv(report: SlaReport) -> str:
                     _csv_number(r.value),
                     _csv_number(r.lower),
                     _csv_number(r.upper),
+                    o.evidence,
+                    o.decision_rule,
                     r.status,
                     r.reason or "",
                 ]

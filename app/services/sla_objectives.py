@@ -7,6 +7,14 @@ when only the real prior moves; prior-invariant metrics are read as they
 are. The SLA report (:mod:`app.services.sla`) and the exporter's SLA gauges
 (:mod:`app.exporter.series`) both judge windows here. This module needs only
 the metric names, not the metric computations.
+
+The status is decided from the evidence (:meth:`Objective.status`): with
+``evidence="interval"`` (the default) ``breached`` when the metric's 95%
+credible interval lies entirely on the wrong side of the target, ``met``
+when it lies entirely on the right side (the target itself counts as the
+right side), ``inconclusive`` otherwise or when the window has no interval;
+with ``evidence="point"`` (chosen by the client, or forced for a metric that
+has no interval: :func:`has_interval`) the point value alone decides.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.metrics.labeling import PRIOR_DEPENDENT
+from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
 from app.statuses import SlaStatus
 
 CALIBRATED_PREFIX = "calibrated_"
@@ -24,22 +32,107 @@ AT_PI0: Mapping[str, str] = {
 }
 """Prior-dependent metric -> the name of its value at pi0."""
 
+INTERVAL = "interval"
+POINT = "point"
+EVIDENCE = (INTERVAL, POINT)
+"""The objective's ``evidence`` settings; ``interval`` is the default."""
+
+SLA_GAUGE: Mapping[str, float] = {
+    SlaStatus.MET: 1.0,
+    SlaStatus.INCONCLUSIVE: 0.5,
+    SlaStatus.BREACHED: 0.0,
+}
+"""Value of the ``priorwatch_sla_objective_met`` gauge per status; no sample otherwise."""
+
+OPS_WITH_INTERVALS = frozenset({"ops_f1", "ops_mcc", "ops_precision", "ops_accuracy"})
+"""The labeling OPS the worker stores an interval for (the OPS metrics of ``evaluate``
+that are labeling metrics; a test keeps the two lists equal)."""
+
+AREAS_WITH_INTERVALS = frozenset({"auc_roc", "gini", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift"})
+"""Curve metrics the worker stores a bootstrap interval for (app/services/window_compute.py;
+``calibrated_auc_pr`` and ``ks`` have none, docs/intervals.md)."""
+
+
+def has_interval(name: str) -> bool:
+    """True when the worker stores a credible or bootstrap interval for metric ``name``.
+
+    Labeling metrics at the primary threshold that do not move with the prior
+    (``recall``, ``balanced_accuracy``, ...), every ``calibrated_<labeling>``,
+    the labeling OPS of :data:`OPS_WITH_INTERVALS`, and the curve areas of
+    :data:`AREAS_WITH_INTERVALS`. Metrics at another threshold (``@t=``),
+    ``weighted_accuracy``, probability metrics (``brier``, ``log_loss``) and
+    raw prior-dependent metrics have none.
+    """
+    if "@" in name:
+        return False
+    if name in AREAS_WITH_INTERVALS or name in OPS_WITH_INTERVALS:
+        return True
+    if name.startswith(CALIBRATED_PREFIX):
+        return name.removeprefix(CALIBRATED_PREFIX) in LABELING_METRICS
+    return name in LABELING_METRICS and not LABELING_METRICS[name].prior_dependent
+
 
 @dataclass(frozen=True)
 class Objective:
-    """One SLA objective: ``metric op target`` should hold in every window."""
+    """One SLA objective: ``metric op target`` should hold in every window.
+
+    ``requested`` is the client's ``evidence`` setting (``interval`` or
+    ``point``); :attr:`evidence` is what is used.
+    """
 
     metric: str
     op: str
     target: float
+    requested: str = INTERVAL
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> Objective:
-        """From the stored ``{"metric", "op", "target"}`` (model.sla)."""
+        """From the stored ``{"metric", "op", "target", "evidence"?}`` (model.sla)."""
         op = str(doc["op"])
         if op not in (">=", "<="):
             raise ValueError(f"objective op {op!r} is not '>=' or '<='")
-        return cls(str(doc["metric"]), op, float(doc["target"]))
+        evidence = str(doc.get("evidence", INTERVAL))
+        if evidence not in EVIDENCE:
+            raise ValueError(f"objective evidence {evidence!r} is not 'interval' or 'point'")
+        return cls(str(doc["metric"]), op, float(doc["target"]), evidence)
+
+    @property
+    def evidence(self) -> str:
+        """``interval`` or ``point``: point when requested or when the metric has no interval."""
+        return self.requested if has_interval(self.evaluated_as) else POINT
+
+    @property
+    def evidence_reason(self) -> str | None:
+        """Why the point value decides although the interval was requested (else None)."""
+        if self.requested == INTERVAL and self.evidence == POINT:
+            return f"{self.evaluated_as} has no credible interval: the point value decides"
+        return None
+
+    @property
+    def decision_rule(self) -> str:
+        """This objective's rule in one line (the ``rule`` of each CSV row)."""
+        t = repr(float(self.target))
+        if self.evidence == POINT:
+            return f"point: met if value {self.op} {t}, else breached"
+        good, bad = ("lower", "upper") if self.op == ">=" else ("upper", "lower")
+        wrong = "<" if self.op == ">=" else ">"
+        return (
+            f"interval: met if {good} {self.op} {t}; breached if {bad} {wrong} {t}; "
+            "else inconclusive"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The objective in the report's ``objectives`` list."""
+        return {
+            "objective": self.label,
+            "metric": self.metric,
+            "evaluated_as": self.evaluated_as,
+            "op": self.op,
+            "target": self.target,
+            "evidence": self.evidence,
+            "evidence_reason": self.evidence_reason,
+            "rule": self.decision_rule,
+        }
 
     @property
     def label(self) -> str:
@@ -54,6 +147,17 @@ class Objective:
 
     def holds(self, value: float) -> bool:
         return value >= self.target if self.op == ">=" else value <= self.target
+
+    def status(self, value: float, lower: float | None, upper: float | None) -> SlaStatus:
+        """``met``, ``breached`` or ``inconclusive`` for a value and its interval."""
+        if self.evidence == POINT:
+            return SlaStatus.MET if self.holds(value) else SlaStatus.BREACHED
+        if lower is None or upper is None:
+            return SlaStatus.INCONCLUSIVE
+        good, bad = (lower, upper) if self.op == ">=" else (upper, lower)
+        if self.holds(good):
+            return SlaStatus.MET
+        return SlaStatus.INCONCLUSIVE if self.holds(bad) else SlaStatus.BREACHED
 
 
 @dataclass(frozen=True)
@@ -78,6 +182,7 @@ class ObjectiveResult:
             "value": self.value,
             "lower": self.lower,
             "upper": self.upper,
+            "evidence": o.evidence,
             "status": self.status,
             "reason": self.reason,
         }
@@ -104,8 +209,9 @@ def evaluate_objective(
     Returns
     -------
     ObjectiveResult
-        ``met`` / ``breached`` from the point value; ``insufficient_data``
-        with the reason when the value is absent or None.
+        ``met`` / ``breached`` / ``inconclusive`` from the evidence
+        (:meth:`Objective.status`); ``insufficient_data`` with the reason
+        when the value is absent or None.
     """
     name = objective.evaluated_as
     value = metrics.get(name)
@@ -117,5 +223,8 @@ def evaluate_objective(
             reason = f"{name} is not computed for this window"
         return ObjectiveResult(objective, None, lower, upper, SlaStatus.INSUFFICIENT_DATA, reason)
     value = float(value)
-    status = SlaStatus.MET if objective.holds(value) else SlaStatus.BREACHED
-    return ObjectiveResult(objective, value, lower, upper, status)
+    status = objective.status(value, lower, upper)
+    reason = None
+    if status == SlaStatus.INCONCLUSIVE and (lower is None or upper is None):
+        reason = f"no credible interval of {name} in this window"
+    return ObjectiveResult(objective, value, lower, upper, status, reason)

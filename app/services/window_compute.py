@@ -40,7 +40,6 @@ from app.drift.histograms import WindowHistograms
 from app.drift.settings import DriftSettings
 from app.drift.two_sample import coarsen, quantile_bin_starts
 from app.drift.verdict import drift_verdict
-from app.metrics.calibrated import calibrated_average_precision
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import CurveCounts, cumulative_counts_from_histograms, pr_curve, roc_curve
 from app.metrics.evaluate import (
@@ -52,7 +51,12 @@ from app.metrics.evaluate import (
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops_scoring import oprc_curve
 from app.metrics.probability import ProbabilitySums
-from app.metrics.uncertainty import bootstrap_intervals, credible_intervals, ops_interval
+from app.metrics.uncertainty import (
+    bootstrap_intervals,
+    credible_intervals,
+    ops_interval,
+    rate_interval,
+)
 from app.services.model_config import ModelConfig
 from app.services.window_estimate import estimate_document
 from app.services.window_sums import Counts, WindowSums, sums_seed
@@ -247,12 +251,15 @@ def _undefined_reason(name: str) -> str:
     return "undefined for this window's counts (one class only)"
 
 
-def _interval_doc(low: float, high: float) -> dict[str, float | None]:
-    return {
+def _interval_doc(low: float, high: float, reason: str | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {
         "lower": low if math.isfinite(low) else None,
         "upper": high if math.isfinite(high) else None,
         "level": INTERVAL_LEVEL,
     }
+    if reason is not None:
+        doc["reason"] = reason
+    return doc
 
 
 def _intervals(
@@ -260,16 +267,19 @@ def _intervals(
     window: WindowSums,
     metrics: Mapping[str, float | None],
     rng: np.random.Generator,
-) -> dict[str, dict[str, float | None]]:
+) -> dict[str, dict[str, Any]]:
     """Credible intervals of the prior-invariant metrics (docs/worker.md, "Intervals").
 
-    * labeling metrics at the primary threshold (Brodersen et al.): the
-      prior-free ones (recall, specificity, balanced_accuracy, ...) and every
-      ``calibrated_<name>`` from one posterior of (alpha, beta) at pi0;
-    * ``ops_<labeling>``: OPS of the raw metric's interval ends at the
-      window's prior (OPS is monotone in the value);
-    * curve areas (auc_roc, gini, ks, calibrated_auc_pr, and the areas behind
-      ops_auc_*): bootstrap of the histograms, coarsened to at most
+    * labeling metrics at the primary threshold (Brodersen et al., Jeffreys
+      rule with the boundary modification): the prior-free ones (recall,
+      specificity, balanced_accuracy, ...; specificity and fpr also in a
+      window without positives) and every ``calibrated_<name>`` from one
+      posterior of (alpha, beta) at pi0;
+    * ``ops_<labeling>``: OPS of the raw metric's interval ends (the prior
+      drawn with the rates) over the window prior's interval;
+    * curve areas (auc_roc, gini, and the areas behind ops_auc_*): BCa
+      bootstrap of the histograms (Poisson: class totals vary), null with a
+      reason where it does not cover (:data:`NO_AREA_INTERVAL`), coarsened to at most
       :data:`BOOTSTRAP_BINS` bins at the quantiles of the two classes
       (resampling 10,000 fine bins costs 100 times more for the same
       interval), shifted by the point estimate's discretisation error so that
@@ -279,9 +289,8 @@ def _intervals(
     other thresholds.
     """
     primary = window.confusion[0]
-    out: dict[str, dict[str, float | None]] = {}
-    pi = primary.prior
-    if not (primary.positives > 0 and primary.negatives > 0):
+    out: dict[str, dict[str, Any]] = {}
+    if primary.n == 0:
         return out
     wanted = {
         name: (f"calibrated_{name}" if LABELING_METRICS[name].prior_dependent else name)
@@ -294,8 +303,9 @@ def _intervals(
     ops_labeling = [m for m in OPS_METRICS if m in LABELING_METRICS and metrics.get(f"ops_{m}")]
     if ops_labeling:
         raw = credible_intervals(primary, ops_labeling, rng=rng, level=INTERVAL_LEVEL)
+        prior = rate_interval(primary.positives, primary.n, INTERVAL_LEVEL)
         for name in ops_labeling:
-            out[f"ops_{name}"] = _interval_doc(*ops_interval(name, raw[name], pi))
+            out[f"ops_{name}"] = _interval_doc(*ops_interval(name, raw[name], prior))
     out.update(_area_intervals(model, window, metrics, rng))
     return out
 
@@ -304,6 +314,14 @@ BOOTSTRAP_BINS = 256
 """Bins of the histograms resampled for the curve-area intervals."""
 BOOTSTRAP_RESAMPLES = 400
 """Bootstrap resamples per window."""
+MIN_AREA_CLASS_COUNT = 100
+"""Fewest examples of each class for a curve-area interval (docs/intervals.md)."""
+NO_AREA_INTERVAL = {
+    "ks": "no bootstrap interval of a maximum covers honestly (docs/intervals.md)",
+    "calibrated_auc_pr": "no bootstrap interval of calibrated AUC-PR covers honestly: "
+    "its estimate is biased upward with few negatives (docs/intervals.md)",
+}
+"""Areas stored without an interval, with the reason."""
 
 
 def _area_intervals(
@@ -311,26 +329,36 @@ def _area_intervals(
     window: WindowSums,
     metrics: Mapping[str, float | None],
     rng: np.random.Generator,
-) -> dict[str, dict[str, float | None]]:
+) -> dict[str, dict[str, Any]]:
     if window.hist_positives is None or window.hist_negatives is None:
         return {}
     pos = window.hist_positives.astype(np.float64)
     neg = window.hist_negatives.astype(np.float64)
     if not (pos.sum() > 0 and neg.sum() > 0):
         return {}
+    out: dict[str, dict[str, Any]] = {
+        key: _interval_doc(math.nan, math.nan, reason)
+        for key, reason in NO_AREA_INTERVAL.items()
+        if metrics.get(key) is not None
+    }
+    if min(pos.sum(), neg.sum()) < MIN_AREA_CLASS_COUNT:
+        few = f"fewer than {MIN_AREA_CLASS_COUNT} examples of a class (docs/intervals.md)"
+        for key in ("auc_roc", "gini", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift"):
+            if metrics.get(key) is not None:
+                out[key] = _interval_doc(math.nan, math.nan, few)
+        return out
     starts = quantile_bin_starts(pos / pos.sum() + neg / neg.sum(), BOOTSTRAP_BINS)
     cpos, cneg = coarsen(pos, starts), coarsen(neg, starts)
     coarse = cumulative_counts_from_histograms(cpos, cneg, np.append(model.bin_edges[starts], 1.0))
     coarse_metrics = curve_metrics(coarse)
-    coarse_metrics["calibrated_auc_pr"] = calibrated_average_precision(coarse, model.pi0)
     raw = bootstrap_intervals(
         cpos,
         cneg,
-        ["auc_roc", "gini", "ks", "auc_pr", "auc_lift", "calibrated_auc_pr"],
+        ["auc_roc", "gini", "auc_pr", "auc_lift"],
         rng=rng,
-        pi0=model.pi0,
         level=INTERVAL_LEVEL,
         n_resamples=BOOTSTRAP_RESAMPLES,
+        method="poisson",
     )
 
     def shifted(key: str, interval: tuple[float, float]) -> tuple[float, float]:
@@ -339,19 +367,13 @@ def _area_intervals(
             return math.nan, math.nan
         return interval[0] + fine - rough, interval[1] + fine - rough
 
-    out: dict[str, dict[str, float | None]] = {}
-    for key in ("auc_roc", "gini", "ks"):
+    for key in ("auc_roc", "gini"):
         if metrics.get(key) is not None:
             out[key] = _interval_doc(*shifted(key, raw[key]))
-    if metrics.get("calibrated_auc_pr") is not None:
-        out["calibrated_auc_pr"] = _interval_doc(
-            *shifted("calibrated_auc_pr", raw["calibrated_auc_pr"])
-        )
+    prior = rate_interval(window.positives, window.n, INTERVAL_LEVEL)
     for area in ("auc_pr", "auc_roc", "auc_lift"):
         if metrics.get(f"ops_{area}") is not None and metrics.get(area) is not None:
-            out[f"ops_{area}"] = _interval_doc(
-                *ops_interval(area, shifted(area, raw[area]), window.positives / window.n)
-            )
+            out[f"ops_{area}"] = _interval_doc(*ops_interval(area, shifted(area, raw[area]), prior))
     return out
 
 

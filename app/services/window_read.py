@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import ALL_SEGMENTS, WindowAggregate, WindowMetrics
 from app.errors import InvalidInput
+from app.services.count_limits import CountOverflow
 from app.services.drift_reference import reference_period
 from app.services.model_config import ModelConfig
 from app.services.window_compute import compute_window_result
@@ -334,14 +335,17 @@ def _merged_view(
     rows = session.scalars(
         select(WA).where(WA.model_id == model.id, WA.segment == key, WA.window_start.in_(sources))
     ).all()
-    sums = WindowSums.merge(WindowSums.from_row(r) for r in rows)
-    if sums is None or (sums.n <= 0 and sums.n_unlabelled <= 0):
-        return None
-    end = start + window_length(granularity)
-    period = reference_period(model, start, end)
-    reference = None
-    if period is not None and not period.contains_window:
-        reference = cache.get(session, model, key, period.start, period.end)
+    try:
+        sums = WindowSums.merge(WindowSums.from_row(r) for r in rows)
+        if sums is None or (sums.n <= 0 and sums.n_unlabelled <= 0):
+            return None
+        end = start + window_length(granularity)
+        period = reference_period(model, start, end)
+        reference = None
+        if period is not None and not period.contains_window:
+            reference = cache.get(session, model, key, period.start, period.end)
+    except CountOverflow as exc:
+        raise InvalidInput("granularity", f"{exc}; use a finer granularity") from None
     result = compute_window_result(
         model,
         sums,

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.services import aggregates
+from app.services.count_limits import check_merged_total
 
 Counts = npt.NDArray[np.int64]
 
@@ -120,6 +121,8 @@ class WindowSums:
             if other.sums is None
             else self.sums + other.sums
         )
+        check_merged_total(self.n + other.n)
+        check_merged_total(self.n_unlabelled + other.n_unlabelled)
         return WindowSums(
             n=self.n + other.n,
             positives=self.positives + other.positives,

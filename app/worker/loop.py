@@ -7,16 +7,19 @@ queue in production, an in-memory fake in the unit tests):
 * stop requested after the claim -> release the job (another worker takes it
   at once) and return; otherwise run it to completion (compute and persist:
   a fraction of a second), then look at the stop event again;
-* any exception (database unreachable, restarted, deadlock victim) -> log it,
-  wait with exponential backoff (``backoff_initial_seconds`` doubling up to
-  ``backoff_max_seconds``), try again: the worker never dies of a database
-  outage, and resumes on its own once the database answers.
+* any exception (database unreachable, restarted, deadlock victim) -> log it
+  (one line for an ``expected`` error such as an outage, with its traceback
+  the first time otherwise), wait with exponential backoff
+  (``backoff_initial_seconds`` doubling up to ``backoff_max_seconds``), try
+  again: the worker never dies of a database outage, and resumes on its own
+  once the database answers.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -83,6 +86,9 @@ class WorkerLoop(Generic[JobT]):
         Sleep when the queue is empty.
     backoff : Backoff
         Waits after errors.
+    expected : callable, optional
+        Whether an error is an expected condition (a database outage): logged
+        in one line, without traceback.
     """
 
     def __init__(
@@ -92,8 +98,10 @@ class WorkerLoop(Generic[JobT]):
         stop: threading.Event,
         poll_interval_seconds: float,
         backoff: Backoff,
+        expected: Callable[[BaseException], bool] = lambda _exc: False,
     ) -> None:
         self.jobs = jobs
+        self.expected = expected
         self.stop = stop
         self.poll_interval_seconds = poll_interval_seconds
         self.backoff = backoff
@@ -121,7 +129,7 @@ class WorkerLoop(Generic[JobT]):
             except Exception as exc:  # the loop must outlive any outage
                 self.stats.errors += 1
                 delay = self.backoff.next_delay_seconds()
-                if self.backoff.failures == 1:
+                if self.backoff.failures == 1 and not self.expected(exc):
                     log.warning("worker error, retrying in %.2f s: %s", delay, exc, exc_info=True)
                 else:
                     log.warning(

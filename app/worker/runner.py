@@ -17,6 +17,7 @@ from types import FrameType
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings, get_settings
+from app.db.availability import is_outage
 from app.db.session import make_engine, make_session_factory
 from app.worker.jobs import DatabaseJobs
 from app.worker.loop import Backoff, LoopStats, WorkerLoop
@@ -41,6 +42,7 @@ def build_loop(
         backoff=Backoff(
             worker_settings.backoff_initial_seconds, worker_settings.backoff_max_seconds
         ),
+        expected=is_outage,
     )
 
 

@@ -147,8 +147,8 @@ class Processes:
     workdir: Path
     started: list[Process] = field(default_factory=list)
 
-    def run(self, name: str, args: list[str], env: Mapping[str, str]) -> str:
-        """Run a command to completion (bounded); fail with its output unless it exits 0."""
+    def run(self, name: str, args: list[str], env: Mapping[str, str], status: int = 0) -> str:
+        """Run a command to completion (bounded); fail unless it exits ``status``."""
         done = subprocess.run(
             priorwatch_command(*args),
             env=dict(env),
@@ -159,7 +159,7 @@ class Processes:
             check=False,
         )
         output = done.stdout + done.stderr
-        assert done.returncode == 0, f"{name} exited {done.returncode}:\n{output[-4000:]}"
+        assert done.returncode == status, f"{name} exited {done.returncode}:\n{output[-4000:]}"
         return output
 
     def start(self, name: str, args: list[str], env: Mapping[str, str]) -> Process:

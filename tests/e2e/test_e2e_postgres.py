@@ -23,7 +23,6 @@ from _e2e_support import (
     assert_problem,
     assert_server_stopped_cleanly,
     check_drift_directions,
-    first_readyz_status,
     free_port,
     iso,
     plan,
@@ -59,11 +58,12 @@ def test_postgres_deployment_user_path(processes: Processes, empty_postgres_url:
     env = process_env(empty_postgres_url)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = processes.start("serve", ["serve", "--port", str(port)], env)
-    # before the migrations the API is up but not ready
-    assert first_readyz_status(base, processes) == 503
+    # before the migrations the API refuses to start, and says what to run
+    refused = processes.run("serve", ["serve", "--port", str(port)], env, status=3)
+    assert "never migrated" in refused and "priorwatch migrate" in refused, refused
     out = processes.run("migrate", ["migrate"], env)
     assert "database at head" in out
+    server = processes.start("serve", ["serve", "--port", str(port)], env)
     wait_ready(base, processes)
     workers = [processes.start(f"worker-{i}", ["worker"], env) for i in range(WORKERS)]
 

@@ -125,7 +125,18 @@ def test_invalid_models_are_refused_with_the_field(
 
 def test_sla_metric_names_are_those_of_evaluate(api: Any) -> None:
     model = api.create_model("m", sla=[{"metric": "calibrated_f1", "op": ">=", "target": 0.6}])
-    assert model["sla"] == [{"metric": "calibrated_f1", "op": ">=", "target": 0.6}]
+    # evidence defaults to the credible interval (docs/reading.md)
+    assert model["sla"] == [
+        {"metric": "calibrated_f1", "op": ">=", "target": 0.6, "evidence": "interval"}
+    ]
+    point = {"metric": "f1", "op": ">=", "target": 0.6, "evidence": "point"}
+    assert api.create_model("p", sla=[point])["sla"] == [point]
+    r = api.client.post(
+        "/v1/models",
+        json={"name": "q", "pi0": 0.1, "sla": [{**point, "evidence": "vibes"}]},
+        headers=api.admin,
+    )
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "sla.0.evidence"
     r = api.client.post(
         "/v1/models",
         json={"name": "n", "pi0": 0.1, "sla": [{"metric": "auc_magic", "op": ">=", "target": 0.6}]},

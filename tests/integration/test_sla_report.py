@@ -43,12 +43,23 @@ def _report(data: Populated, **params: Any) -> dict[str, Any]:
     return dict(data.get("/sla", **{"from": iso(data.day), **params}))
 
 
-def _expected_status(objective: dict[str, Any], value: float | None) -> str:
-    if value is None:
-        return "insufficient_data"
+def _holds(objective: dict[str, Any], value: float) -> bool:
     target = objective["target"]
-    holds = value >= target if objective["op"] == ">=" else value <= target
-    return "met" if holds else "breached"
+    return bool(value >= target if objective["op"] == ">=" else value <= target)
+
+
+def _expected_status(objective: dict[str, Any], got: dict[str, Any]) -> str:
+    """The rule of docs/reading.md, from the reported value and interval."""
+    if got["value"] is None:
+        return "insufficient_data"
+    if got["evidence"] == "point":
+        return "met" if _holds(objective, got["value"]) else "breached"
+    ends = [got["lower"], got["upper"]]
+    if None in ends:
+        return "inconclusive"
+    if all(_holds(objective, v) for v in ends):
+        return "met"
+    return "breached" if not any(_holds(objective, v) for v in ends) else "inconclusive"
 
 
 @pytest.mark.parametrize("segment", [None, "us"])
@@ -65,6 +76,8 @@ def test_values_are_the_metrics_at_pi0(data: Populated, segment: str | None) -> 
         "calibrated_f1",  # f1 is prior-dependent: read at pi0
         "recall",
     ]
+    assert [o["evidence"] for o in report["objectives"]] == ["interval"] * 3
+    assert "inconclusive" in report["rule"]
     assert [w["start"] for w in report["windows"]] == [iso(data.hour(h)) for h in HOURS]
     for window, h in zip(report["windows"], HOURS, strict=True):
         scores, labels = data.data(segment, (h,))
@@ -78,14 +91,16 @@ def test_values_are_the_metrics_at_pi0(data: Populated, segment: str | None) -> 
             else:
                 name = got["evaluated_as"]
                 assert got["value"] == pytest.approx(truth[name], rel=1e-9), name
-                if got["lower"] is not None:  # the worker's credible interval
-                    assert got["lower"] <= got["value"] <= got["upper"], got
-            assert got["status"] == _expected_status(objective, got["value"])
+                # the worker's credible interval, stored for every one of these metrics
+                assert got["lower"] <= got["value"] <= got["upper"], got
+            assert got["status"] == _expected_status(objective, got)
             statuses.append(got["status"])
         if "breached" in statuses:
             assert window["status"] == "breached"
         elif set(statuses) == {"met"}:
             assert window["status"] == "met"
+        elif "inconclusive" in statuses:
+            assert window["status"] == "inconclusive"
         else:
             assert window["status"] == "insufficient_data"
 
@@ -94,10 +109,11 @@ def test_summary_counts_windows_and_compliance(data: Populated) -> None:
     report = _report(data, segment="us")
     windows = report["windows"]
     summary = report["summary"]
-    count = {s: sum(w["status"] == s for w in windows) for s in ("met", "breached")}
+    count = {s: sum(w["status"] == s for w in windows) for s in ("met", "breached", "inconclusive")}
     assert summary["windows"] == len(windows) == len(HOURS)
     assert summary["windows_met"] == count["met"]
     assert summary["windows_breached"] == count["breached"]
+    assert summary["windows_inconclusive"] == count["inconclusive"]
     assert summary["windows_insufficient_data"] == sum(
         w["status"] == "insufficient_data" for w in windows
     )
@@ -138,6 +154,8 @@ def test_csv_has_one_row_per_window_and_objective(data: Populated) -> None:
         assert row["evaluated_as"] == objective["evaluated_as"]
         assert float(row["target"]) == objective["target"]
         assert row["status"] == objective["status"]
+        assert row["evidence"] == objective["evidence"] == "interval"
+        assert row["rule"].startswith("interval: met if lower >= ")
         if objective["value"] is None:
             assert row["value"] == ""
         else:

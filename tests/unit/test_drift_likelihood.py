@@ -7,11 +7,14 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 import pytest
+from scipy import stats
 
 from app.drift.histograms import WindowHistograms
 from app.drift.likelihood import PSI_BINS, likelihood_shift_test
 from app.drift.settings import DriftSettings
+from app.drift.simulation import BinormalStream
 from app.drift.two_sample import coarsen, quantile_bin_starts, sidak
+from app.metrics.binning import default_bin_edges
 from app.metrics.probability import population_stability_index
 
 
@@ -109,3 +112,33 @@ def test_class_p_value_is_bonferroni_of_rank_and_chi_square() -> None:
     c = likelihood_shift_test(ref, win, DriftSettings()).positive
     assert c.rank_p_value is not None and c.chi2_p_value is not None
     assert c.p_value == min(1.0, 2 * min(c.rank_p_value, c.chi2_p_value))
+
+
+@pytest.mark.parametrize(
+    ("reference_n", "window_n", "reference_prior", "window_prior", "seed"),
+    [
+        (1_000, 100_000, 0.1, 0.1, 11),  # window 100 times the reference
+        (1_000, 100_000, 0.1, 0.3, 12),  # ... and a pure prior shift
+        (10_000, 1_000_000, 0.005, 0.005, 13),  # ~50 reference positives
+        (100_000, 1_000, 0.1, 0.1, 14),  # reference 100 times the window
+    ],
+)
+def test_false_alarm_rate_is_alpha_whatever_the_window_reference_ratio(
+    reference_n: int, window_n: int, reference_prior: float, window_prior: float, seed: int
+) -> None:
+    """No shift: at most the 99.9% quantile of Binomial(1000, alpha) flags.
+
+    1,000 trials at alpha 0.05 fail a true rate of 2 alpha by 3 standard
+    deviations; chi-square bins cut at the reference's own quantiles raised
+    about 15% in the first two cases.
+    """
+    alpha, trials = 0.05, 1_000
+    stream = BinormalStream(default_bin_edges((0.5,)), mu_positive=0.0, mu_negative=-2.5)
+    settings = DriftSettings(alpha=alpha, min_likelihood_effect=0.0)
+    rng = np.random.default_rng(seed)
+    flags = 0
+    for _ in range(trials):
+        reference = stream.window(rng, n=reference_n, prior=reference_prior)
+        window = stream.window(rng, n=window_n, prior=window_prior)
+        flags += likelihood_shift_test(reference, window, settings).flag is True
+    assert flags <= stats.binom.ppf(0.999, trials, alpha)

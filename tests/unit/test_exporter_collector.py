@@ -28,6 +28,7 @@ START = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
 F1_OBJECTIVE = Objective("calibrated_f1", ">=", 0.6)
 BRIER_OBJECTIVE = Objective("brier", "<=", 0.1)
 RECALL_OBJECTIVE = Objective("recall", ">=", 0.5)
+UNSURE_OBJECTIVE = Objective("calibrated_f1", ">=", 0.65)  # interval (0.6, 0.8) straddles
 
 
 def _model(**overrides: Any) -> ModelRow:
@@ -36,7 +37,7 @@ def _model(**overrides: Any) -> ModelRow:
         "name": "fraud",
         "window": "1h",
         "segments": frozenset({"eu", "us", "all"}),
-        "objectives": (F1_OBJECTIVE, BRIER_OBJECTIVE, RECALL_OBJECTIVE),
+        "objectives": (F1_OBJECTIVE, BRIER_OBJECTIVE, RECALL_OBJECTIVE, UNSURE_OBJECTIVE),
         "batches": 12,
         "rows": 3456,
     }
@@ -134,6 +135,7 @@ def test_drift_and_sla_gauges() -> None:
     assert _get(s, names.SLA_MET, **m, objective="calibrated_f1>=0.6") == 1
     assert _get(s, names.SLA_MET, **m, objective="brier<=0.1") == 0
     assert _get(s, names.SLA_MET, **m, objective="recall>=0.5") is None  # insufficient data
+    assert _get(s, names.SLA_MET, **m, objective="calibrated_f1>=0.65") == 0.5  # inconclusive
     for objective, target in (("calibrated_f1>=0.6", 0.6), ("brier<=0.1", 0.1)):
         assert _get(s, names.SLA_TARGET, model="fraud", objective=objective) == target
 

@@ -14,7 +14,13 @@ from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
-from app.services.batch_parsing import MAX_EXACT_COUNT, parse_batch
+from app.services.batch_parsing import parse_batch
+from app.services.count_limits import (
+    INT64_MAX,
+    MAX_BATCH_COUNT,
+    MAX_MODEL_COUNT,
+    MAX_WINDOW_COUNT,
+)
 from app.services.errors import MalformedBody
 from app.services.model_config import ModelConfig
 
@@ -221,7 +227,7 @@ GOOD_TS = "2026-11-26T12:00:00Z"
             "histogram.negatives",
         ),
         (
-            {"timestamp": GOOD_TS, "histogram": {"positives": [2**52] * J, "negatives": [0] * J}},
+            {"timestamp": GOOD_TS, "histogram": {"positives": [2**39] * J, "negatives": [0] * J}},
             "histogram",
         ),
         (
@@ -239,8 +245,12 @@ def test_bad_batches_name_the_field(doc: dict[str, Any], field: str) -> None:
     assert info.value.field == field
 
 
-def test_histogram_total_bound_is_exact_float() -> None:
-    assert MAX_EXACT_COUNT == 2**53 and float(MAX_EXACT_COUNT) + 1 == float(MAX_EXACT_COUNT)
+def test_count_ceilings_leave_headroom() -> None:
+    # a full window is exact in float64 (2^53 + 1 is not representable)
+    assert MAX_WINDOW_COUNT == 2**53 and float(MAX_WINDOW_COUNT) + 1 == float(MAX_WINDOW_COUNT)
+    # four million unfolded batches of the largest size past a full window still fit int64
+    assert MAX_WINDOW_COUNT + 2**22 * MAX_BATCH_COUNT <= INT64_MAX
+    assert MAX_MODEL_COUNT + 2**21 * MAX_BATCH_COUNT <= INT64_MAX
 
 
 @pytest.mark.parametrize("body", [b"", b"{", b"[1, 2]", b'"x"', b"null", b"{'a': 1}"])

@@ -71,6 +71,7 @@ def test_histogram_with_unlabelled_counts_alone_or_beside_the_labelled_ones() ->
         ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [0] * J}}, "histogram"),
         ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [1] * 10}}, "histogram.unlabelled"),
         ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [-1] * J}}, "histogram.unlabelled"),
+        ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [2**41] * J}}, "histogram.unlabelled"),
         ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [0.5] * J}}, "histogram.unlabelled"),
         (
             {"timestamp": GOOD_TS, "histogram": {"positives": [1] * J, "unlabelled": [1] * J}},
@@ -80,7 +81,7 @@ def test_histogram_with_unlabelled_counts_alone_or_beside_the_labelled_ones() ->
         ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [1] * J, "x": 1}}, "histogram"),
         ({"timestamp": GOOD_TS, "histogram": [1] * J}, "histogram"),
         (
-            {"timestamp": GOOD_TS, "histogram": {"unlabelled": [2**52] * 3 + [0] * (J - 3)}},
+            {"timestamp": GOOD_TS, "histogram": {"unlabelled": [2**39] * 3 + [0] * (J - 3)}},
             "histogram",
         ),
     ],

@@ -32,6 +32,7 @@ from app.metrics.uncertainty import (
     credible_interval,
     credible_intervals,
     ops_interval,
+    rate_interval,
     sample_rate_posterior,
 )
 
@@ -51,25 +52,28 @@ def _covered(interval: tuple[float, float], truth: float) -> bool:
 
 
 def test_exact_bayesian_coverage_when_truth_is_drawn_from_the_prior() -> None:
-    # alpha, 1 − beta ~ U(0, 1) (the posterior's prior); class counts fixed.
-    # The posterior interval then covers M(pi, alpha, beta) with probability
-    # exactly `level`, for every metric, raw and calibrated.
+    # pi, alpha, 1 − beta ~ U(0, 1) (the uniform prior, prior_count=1) and the
+    # window drawn binomially from them: the posterior interval then covers
+    # M(pi, alpha, beta) with probability `level`, for every metric, raw and
+    # calibrated (a little more: the boundary rule only widens).
     rng = np.random.default_rng(101)
-    p, n, replications, pi0 = 40, 160, 400, 0.3
+    total, replications, pi0 = 200, 400, 0.3
     metrics = ["recall", "precision", "f1", "mcc", "balanced_accuracy"]
     hits = dict.fromkeys([*metrics, "calibrated_f1"], 0)
     for _ in range(replications):
-        alpha, tpr = rng.random(), rng.random()
+        pi, alpha, tpr = rng.random(3)
+        p = rng.binomial(total, pi)
+        n = total - p
         tp, fp = rng.binomial(p, tpr), rng.binomial(n, alpha)
         counts = ConfusionCounts(tp, fp, p - tp, n - fp)
-        truth = ConfusionCounts.from_rates(p / (p + n), alpha, 1 - tpr)
-        ci = credible_intervals(counts, metrics, rng=rng, n_samples=2000)
+        truth = ConfusionCounts.from_rates(pi, alpha, 1 - tpr)
+        ci = credible_intervals(counts, metrics, rng=rng, n_samples=2000, prior_count=1.0)
         for m in metrics:
             f = LABELING_METRICS[m].func
             hits[m] += _covered(ci[m], float(f(truth.tp, truth.fp, truth.fn, truth.tn)))
         at_pi0 = ConfusionCounts.from_rates(pi0, alpha, 1 - tpr)
         hits["calibrated_f1"] += _covered(
-            credible_interval(counts, "f1", pi0=pi0, rng=rng, n_samples=2000),
+            credible_interval(counts, "f1", pi0=pi0, rng=rng, n_samples=2000, prior_count=1.0),
             float(LABELING_METRICS["f1"].func(at_pi0.tp, at_pi0.fp, at_pi0.fn, at_pi0.tn)),
         )
     tolerance = 4 * math.sqrt(0.95 * 0.05 / replications)  # 0.044
@@ -77,7 +81,8 @@ def test_exact_bayesian_coverage_when_truth_is_drawn_from_the_prior() -> None:
         assert abs(h / replications - 0.95) < tolerance, (name, h / replications)
 
 
-def test_exact_bayesian_coverage_with_sampled_prior() -> None:
+def test_bayesian_coverage_of_the_jeffreys_rule_when_truth_is_uniform() -> None:
+    # the interval rule (Jeffreys prior) is not the truth's prior here: still nominal
     rng = np.random.default_rng(7)
     n, replications = 150, 400
     hits = 0
@@ -87,7 +92,7 @@ def test_exact_bayesian_coverage_with_sampled_prior() -> None:
         tp, fp = rng.binomial(p, tpr), rng.binomial(n - p, alpha)
         counts = ConfusionCounts(tp, fp, p - tp, n - p - fp)
         truth = ConfusionCounts.from_rates(pi, alpha, 1 - tpr)
-        ci = credible_interval(counts, "precision", rng=rng, n_samples=2000, sample_prior=True)
+        ci = credible_interval(counts, "precision", rng=rng, n_samples=2000)
         hits += _covered(ci, truth.tp / (truth.tp + truth.fp))
     assert abs(hits / replications - 0.95) < 4 * math.sqrt(0.95 * 0.05 / replications)
 
@@ -106,18 +111,19 @@ def test_frequentist_coverage_at_a_fixed_truth_is_close_to_nominal() -> None:
     assert 0.91 <= hits / replications <= 0.99
 
 
-def test_recall_interval_is_the_exact_beta_quantile_range() -> None:
+def test_recall_interval_is_the_exact_jeffreys_quantile_range() -> None:
     low, high = credible_interval(COUNTS, "recall", rng=np.random.default_rng(1), n_samples=200_000)
-    exact = stats.beta(COUNTS.tp + 1, COUNTS.fn + 1).ppf([0.025, 0.975])
+    exact = stats.beta(COUNTS.tp + 0.5, COUNTS.fn + 0.5).ppf([0.025, 0.975])
+    assert (low, high) == pytest.approx(rate_interval(COUNTS.tp, COUNTS.positives), abs=2e-3)
     assert low == pytest.approx(exact[0], abs=2e-3)
     assert high == pytest.approx(exact[1], abs=2e-3)
 
 
 def test_balanced_accuracy_interval_matches_brodersens_convolution() -> None:
     # Brodersen et al.: the posterior of BA = (TPR + TNR)/2 is the convolution of
-    # Beta(TP+1, FN+1) and Beta(TN+1, FP+1); its CDF by numerical integration.
-    tpr = stats.beta(COUNTS.tp + 1, COUNTS.fn + 1)
-    tnr = stats.beta(COUNTS.tn + 1, COUNTS.fp + 1)
+    # Beta(TP+a, FN+a) and Beta(TN+a, FP+a) (a = 1/2 here); its CDF by numerical integration.
+    tpr = stats.beta(COUNTS.tp + 0.5, COUNTS.fn + 0.5)
+    tnr = stats.beta(COUNTS.tn + 0.5, COUNTS.fp + 0.5)
 
     def cdf(x: float) -> float:
         value, _ = integrate.quad(lambda t: tpr.cdf(2 * x - t) * tnr.pdf(t), 0.0, 1.0, limit=200)
@@ -156,28 +162,32 @@ def test_intervals_are_deterministic_for_a_seed() -> None:
 
 
 def test_prior_sampling_widens_only_prior_dependent_metrics() -> None:
-    fixed = credible_intervals(COUNTS, ["recall", "precision"], rng=np.random.default_rng(9))
-    sampled = credible_intervals(
-        COUNTS, ["recall", "precision"], rng=np.random.default_rng(9), sample_prior=True
+    # the prior fixed at the data's P/n is the metric at pi0 = P/n
+    fixed = credible_intervals(
+        COUNTS, ["recall", "precision"], pi0=COUNTS.prior, rng=np.random.default_rng(9)
     )
+    sampled = credible_intervals(COUNTS, ["recall", "precision"], rng=np.random.default_rng(9))
     assert sampled["recall"] == pytest.approx(fixed["recall"], abs=1e-12)  # same rate draws
     width = {k: v[1] - v[0] for k, v in fixed.items()}
     sampled_width = {k: v[1] - v[0] for k, v in sampled.items()}
     assert sampled_width["precision"] > width["precision"]
 
 
-def test_posterior_draws_have_the_beta_moments() -> None:
-    post = sample_rate_posterior(COUNTS, rng=np.random.default_rng(4), n_samples=100_000)
-    assert post.alpha.mean() == pytest.approx((COUNTS.fp + 1) / (COUNTS.negatives + 2), rel=5e-3)
+@pytest.mark.parametrize("a", [1.0, 0.5])  # the specification's uniform prior, Jeffreys
+def test_posterior_draws_have_the_beta_moments(a: float) -> None:
+    post = sample_rate_posterior(
+        COUNTS, rng=np.random.default_rng(4), n_samples=100_000, prior_count=a
+    )
+    assert post.alpha.mean() == pytest.approx(
+        (COUNTS.fp + a) / (COUNTS.negatives + 2 * a), rel=5e-3
+    )
     assert (1 - post.beta).mean() == pytest.approx(
-        (COUNTS.tp + 1) / (COUNTS.positives + 2), rel=5e-3
+        (COUNTS.tp + a) / (COUNTS.positives + 2 * a), rel=5e-3
     )
-    assert np.all(post.prior == COUNTS.prior)
-    drawn = sample_rate_posterior(
-        COUNTS, rng=np.random.default_rng(4), n_samples=100_000, sample_prior=True
-    )
-    expected = (COUNTS.positives + 1) / (COUNTS.n + 2)
-    assert drawn.prior.mean() == pytest.approx(expected, rel=5e-3)
+    expected = (COUNTS.positives + a) / (COUNTS.n + 2 * a)
+    assert post.prior.mean() == pytest.approx(expected, rel=5e-3)
+    fixed = sample_rate_posterior(COUNTS, rng=np.random.default_rng(4), pi0=0.3, prior_count=a)
+    assert np.all(fixed.prior == 0.3)
 
 
 def test_undefined_metric_gives_a_nan_interval() -> None:
@@ -198,6 +208,7 @@ def test_undefined_metric_gives_a_nan_interval() -> None:
         ({"n_samples": 10}, "n_samples"),
         ({"n_samples": 1000.0}, "n_samples"),
         ({"pi0": 1.5}, "pi0"),
+        ({"prior_count": 0.0}, "prior_count"),
         ({"rng": 42}, "rng"),
         ({"counts": (1, 2, 3, 4)}, "counts"),
         ({"counts": ConfusionCounts(-1.0, 2.0, 3.0, 4.0)}, "tp"),
@@ -368,3 +379,10 @@ def test_bootstrap_rejects_bad_input(kwargs: dict[str, object], field: str) -> N
     with pytest.raises(InvalidInput) as err:
         bootstrap_interval(**args)  # type: ignore[arg-type]
     assert err.value.field == field
+
+
+def test_rate_interval_of_impossible_counts_is_undefined() -> None:
+    for x, n in [(0, 0), (5, 3), (-1, 3)]:
+        low, high = rate_interval(x, n)
+        assert math.isnan(low) and math.isnan(high)
+    assert rate_interval(30, 30)[1] == 1.0 and rate_interval(29, 30)[1] == 1.0

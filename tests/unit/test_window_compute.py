@@ -24,6 +24,7 @@ from app.metrics.evaluate import CURVE_METRICS, evaluate, threshold_suffix
 from app.metrics.probability import ProbabilitySums
 from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
+from app.services.sla_objectives import has_interval
 from app.services.window_compute import (
     INSUFFICIENT,
     MAX_CURVE_POINTS,
@@ -375,7 +376,6 @@ PRIOR_INVARIANT = (
     "calibrated_f1",
     "calibrated_precision",
     "calibrated_mcc",
-    "calibrated_auc_pr",
     "auc_roc",
     "ops_f1",
     "ops_mcc",
@@ -398,6 +398,34 @@ def test_intervals_cover_the_prior_invariant_metrics_and_contain_them(
         assert interval["level"] == 0.95
     for name in ("f1", "precision", "accuracy", "prior", "f1@t=0.3"):
         assert name not in result.intervals  # moves with the prior: no interval
+    for name in ("calibrated_auc_pr", "ks"):  # no honest bootstrap interval: null, with why
+        interval = result.intervals[name]
+        assert result.metrics[name] is not None
+        assert interval["lower"] is None and interval["upper"] is None, name
+        assert "docs/intervals.md" in interval["reason"]
+    # the SLA report's list of metrics with intervals is what the worker stores
+    stored = {k for k, v in result.intervals.items() if v["lower"] is not None}
+    assert stored == {k for k, v in result.metrics.items() if v is not None and has_interval(k)}
+
+
+def test_a_window_without_positives_has_specificity_and_fpr_intervals() -> None:
+    model = make_model()
+    scores, labels = sample(np.random.default_rng(19), 500, 0.0)
+    result = compute_window_result(model, sums_of(scores, labels, model), None)
+    for name in ("specificity", "fpr"):
+        interval, value = result.intervals[name], result.metrics[name]
+        assert value is not None
+        assert interval["lower"] <= value <= interval["upper"], name
+    assert "recall" not in result.intervals and result.metrics["recall"] is None
+
+
+def test_area_intervals_need_a_hundred_examples_of_each_class() -> None:
+    model = make_model()
+    scores, labels = sample(np.random.default_rng(20), 1_000, 0.05)  # ~50 positives
+    result = compute_window_result(model, sums_of(scores, labels, model), None)
+    assert result.metrics["auc_roc"] is not None
+    interval = result.intervals["auc_roc"]
+    assert interval["lower"] is None and "fewer than 100" in interval["reason"]
 
 
 def test_intervals_narrow_with_more_data() -> None:
@@ -409,7 +437,7 @@ def test_intervals_narrow_with_more_data() -> None:
     def width(result: Any, name: str) -> float:
         return float(result.intervals[name]["upper"] - result.intervals[name]["lower"])
 
-    for name in ("recall", "calibrated_f1", "auc_roc", "calibrated_auc_pr", "ops_auc_roc"):
+    for name in ("recall", "calibrated_f1", "auc_roc", "ops_f1", "ops_auc_roc"):
         assert width(large, name) < width(small, name) / 2, name
 
 
@@ -439,3 +467,22 @@ def test_auc_interval_from_coarse_bins_has_nominal_coverage() -> None:
         assert low is not None and high is not None
         covered += low <= truth <= high
     assert covered >= 51, covered
+
+
+def test_merging_windows_past_int64_is_refused_not_wrapped() -> None:
+    """Two windows of 2^62 examples each: their histograms' int64 sums would wrap around."""
+    from app.services.count_limits import INT64_MAX, CountOverflow
+
+    half = 2**62
+    full = WindowSums(
+        n=half,
+        positives=half,
+        hist_positives=np.array([half, 0], dtype=np.int64),
+        hist_negatives=np.array([0, 0], dtype=np.int64),
+        confusion=(ConfusionCounts(float(half), 0.0, 0.0, 0.0),),
+        sums=None,
+    )
+    fits = WindowSums.merge([full, label_only(ConfusionCounts(0.0, 0.0, 0.0, 2.0**61), 1)])
+    assert fits is not None and fits.n == half + 2**61 <= INT64_MAX
+    with pytest.raises(CountOverflow, match="more than 2\\^63 - 1"):
+        WindowSums.merge([full, full])

@@ -6,6 +6,7 @@ run or released, and runs can fail like a database outage would.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -135,6 +136,29 @@ def test_outage_backs_off_and_resumes() -> None:
     assert loop.stats.errors == 6
     assert sorted(queue.done) == list(range(5))
     assert loop.backoff.failures == 0  # reset by the first success
+
+
+@pytest.mark.parametrize("expected", [False, True])
+def test_an_expected_outage_is_logged_in_one_line_per_failure(
+    expected: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    queue = FakeQueue(pending=deque(range(2)), failures=3, expected=2)
+    stop = threading.Event()
+    loop = WorkerLoop(
+        queue,
+        stop=stop,
+        poll_interval_seconds=0.001,
+        backoff=Backoff(0.001, 0.004),
+        expected=lambda exc: expected and isinstance(exc, ConnectionError),
+    )
+    caplog.set_level(logging.WARNING, logger="priorwatch.worker")
+    thread = run_in_thread(loop)
+    assert queue.all_done.wait(WAIT_SECONDS)
+    stop.set()
+    thread.join(WAIT_SECONDS)
+    errors = [r for r in caplog.records if "worker error" in r.getMessage()]
+    assert len(errors) == 3
+    assert [r.exc_info is not None for r in errors] == [not expected, False, False]
 
 
 def test_run_failure_does_not_kill_the_loop() -> None:

@@ -57,8 +57,9 @@ class WindowOut(BaseModel):
     status: str = Field(description='"fresh" or "pending" (waiting for the worker)')
     metrics: dict[str, float | None] = Field(description="names as in evaluate")
     reasons: dict[str, str] = Field(description="why each null metric is null")
-    intervals: dict[str, dict[str, float | None]] = Field(
-        description="credible intervals {lower, upper, level} of prior-invariant metrics"
+    intervals: dict[str, dict[str, float | str | None]] = Field(
+        description="credible intervals {lower, upper, level} of prior-invariant metrics; "
+        'null bounds with a "reason" where no honest interval exists (docs/intervals.md)'
     )
     drift: dict[str, Any] | None = Field(
         description='{"verdict", "prior", "likelihood", "attribution"}; verdict "reference" '

@@ -1,0 +1,101 @@
+"""Ceilings on the counts a batch adds: nothing stored can overflow, nothing read can.
+
+Three ceilings, one per sum a batch increases:
+
+* :data:`MAX_BATCH_COUNT` (2^40): the examples of one batch (so every count
+  in it: a histogram bin, a confusion cell). Checked while parsing.
+* :data:`MAX_WINDOW_COUNT` (2^53, the largest count exact in float64): the
+  examples of one window aggregate (so its every bin and cell, each a part
+  of it). Checked against the stored aggregate at ingest, with the row locked.
+* :data:`MAX_MODEL_COUNT` (2^62): the examples of one model over all its
+  windows (the ``priorwatch_batch_rows_total``-style totals of the exporter).
+  Checked at ingest against the sum of the model's all-traffic windows.
+
+The gap between the per-batch ceiling and the stored type (int64, 2^63) is
+headroom: were batches ever stored as deltas and folded into the aggregate
+later, the ingest check would see a total up to the unfolded deltas behind,
+and it would take 2^22 (four million) unfolded batches of the largest size
+to pass int64 from a full window. A batch that would pass a ceiling is
+refused whole (422 naming the limit); nothing of it is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from app.errors import InvalidInput
+
+MAX_BATCH_COUNT = 2**40
+"""Most examples in one batch (about 1.1e12)."""
+MAX_WINDOW_COUNT = 2**53
+"""Most examples in one window aggregate (all traffic or a segment)."""
+MAX_MODEL_COUNT = 2**62
+"""Most examples of one model over all its windows."""
+
+
+def check_batch_total(field: str, total: int) -> None:
+    """Refuse an empty batch, or one of more than :data:`MAX_BATCH_COUNT` examples."""
+    if total == 0:
+        raise InvalidInput(field, "is empty: the batch must count at least one example")
+    if total > MAX_BATCH_COUNT:
+        raise InvalidInput(
+            field, f"counts {total} examples; the limit is 2^40 = {MAX_BATCH_COUNT} per batch"
+        )
+
+
+def check_batch_counts(field: str, largest: int) -> None:
+    """Refuse a count (bin, cell) above :data:`MAX_BATCH_COUNT`."""
+    if largest > MAX_BATCH_COUNT:
+        raise InvalidInput(field, f"counts must not exceed 2^40 = {MAX_BATCH_COUNT} per batch")
+
+
+def check_room(
+    field: str, added: int, stored_window_counts: Iterable[int], model_total: float
+) -> None:
+    """Refuse a batch of ``added`` examples that would pass a window's or the model's ceiling.
+
+    Parameters
+    ----------
+    field : str
+        The field named in the refusal (the batch's data field).
+    added : int
+        Examples in the batch.
+    stored_window_counts : iterable of int
+        Examples already in each window aggregate the batch goes to.
+    model_total : float
+        Examples already stored for the model (all traffic, every window;
+        a float sum, see :func:`app.db.queries.model_example_total`).
+    """
+    fullest = max(stored_window_counts, default=0)
+    if fullest + added > MAX_WINDOW_COUNT:
+        raise InvalidInput(
+            field,
+            f"would bring its window to {fullest + added} examples; the limit is "
+            f"2^53 = {MAX_WINDOW_COUNT} per window ({MAX_WINDOW_COUNT - fullest} left)",
+        )
+    stored = int(model_total)
+    if stored + added > MAX_MODEL_COUNT:
+        raise InvalidInput(
+            field,
+            f"would bring the model to {stored + added} examples; the limit is "
+            f"2^62 = {MAX_MODEL_COUNT} per model ({max(0, MAX_MODEL_COUNT - stored)} left)",
+        )
+
+
+INT64_MAX = 2**63 - 1
+"""Largest count the stored types (int64) and the histogram arrays hold."""
+
+
+class CountOverflow(ValueError):
+    """Windows merged on the fly (a reference period, a coarser granularity) would
+    count more examples than int64 holds."""
+
+
+def check_merged_total(total: int) -> None:
+    """Raise :class:`CountOverflow` when merged windows count more than :data:`INT64_MAX`.
+
+    Every bin and cell of a merge is a part of its total, so no array sum of
+    the merge can wrap around once the total fits.
+    """
+    if total > INT64_MAX:
+        raise CountOverflow(f"merged windows count {total} examples, more than 2^63 - 1")

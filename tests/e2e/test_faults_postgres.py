@@ -1,0 +1,361 @@
+"""Fault suite: real ``priorwatch serve`` and ``priorwatch worker`` processes on a
+PostgreSQL cluster of their own (tests/e2e/_pg_cluster.py), through faults.
+
+Each scenario posts seeded batches over HTTP, every one retried with the same
+``Idempotency-Key`` until it is accepted (202), as a client should after a
+503, a 409 or a broken connection; a fault strikes in the middle; the
+scenario ends when every window is fresh, with every accepted row counted
+exactly once: the stored window ``n`` and ``positives`` are the sums of the
+accepted batches, and the batch table holds each accepted key once.
+
+Scenarios: the cluster stopped and restarted under load; the whole cluster
+frozen (SIGSTOP) under load, then thawed; a worker killed (SIGKILL) while
+windows are being computed; the API killed (SIGKILL) while batches arrive.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import numpy as np
+import orjson
+import pytest
+import sqlalchemy as sa
+from _e2e_support import (
+    HTTP_TIMEOUT,
+    Process,
+    Processes,
+    UserPath,
+    free_port,
+    iso,
+    process_env,
+    simulate,
+    wait_ready,
+    wait_until,
+)
+from _pg_cluster import Cluster, remove_cluster, start_cluster
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+FAULT_ENV = {
+    "PRIORWATCH_REQUEST_DEADLINE_SECONDS": "3",
+    "PRIORWATCH_DATABASE_CONNECT_TIMEOUT_SECONDS": "2",
+    "PRIORWATCH_DATABASE_POOL_TIMEOUT_SECONDS": "2",
+    "PRIORWATCH_DATABASE_RETRY_AFTER_SECONDS": "1",
+    "PRIORWATCH_WORKER_LEASE_SECONDS": "3",
+    "PRIORWATCH_WORKER_BACKOFF_MAX_SECONDS": "1",
+}
+"""Short bounds, so that each fault is felt and over within seconds."""
+TRANSPORT_ERROR = "transport-error"
+"""What :class:`Load` counts for an attempt without an HTTP answer (refused, reset)."""
+RETRY_SECONDS = 90.0
+"""Bound of the retries of one batch (the longest fault plus a restart)."""
+FRESH_SECONDS = 90.0
+MODEL = "faults"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    own = start_cluster(free_port())
+    try:
+        yield own
+    finally:
+        remove_cluster(own)
+
+
+@pytest.fixture
+def database(cluster: Cluster) -> str:
+    """A fresh database of the cluster, migrated by ``priorwatch migrate`` in :func:`deploy`."""
+    return cluster.create_database(f"priorwatch_faults_{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture
+def clients() -> Iterator[list[httpx.Client]]:
+    """HTTP clients of the test, closed after it (also after a failure)."""
+    opened: list[httpx.Client] = []
+    yield opened
+    for client in opened:
+        client.close()
+
+
+@dataclass
+class Deployment:
+    """The processes of one scenario: the API on ``port`` and its workers."""
+
+    processes: Processes
+    env: dict[str, str]
+    port: int
+    server: Process
+    workers: list[Process] = field(default_factory=list)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start_server(self, name: str = "serve") -> Process:
+        self.server = self.processes.start(name, ["serve", "--port", str(self.port)], self.env)
+        wait_ready(self.base, self.processes)
+        return self.server
+
+    def start_worker(self, name: str) -> Process:
+        worker = self.processes.start(name, ["worker"], self.env)
+        self.workers.append(worker)
+        return worker
+
+
+def deploy(processes: Processes, database: str, workers: int = 1) -> Deployment:
+    env = process_env(database, **FAULT_ENV)
+    processes.run("migrate", ["migrate"], env)
+    port = free_port()
+    deployment = Deployment(processes, env, port, server=None)  # type: ignore[arg-type]
+    deployment.start_server()
+    for i in range(workers):
+        deployment.start_worker(f"worker-{i}")
+    return deployment
+
+
+@dataclass(frozen=True)
+class Planned:
+    key: str
+    body: bytes
+    window: str
+    n: int
+    positives: int
+
+
+@dataclass
+class Load:
+    """Seeded batches over ``windows``, posted in order, each retried until 202."""
+
+    user: UserPath
+    planned: list[Planned]
+    hold_at: int = 0
+    """After this many batches the load waits for :attr:`resume` (0: never)."""
+    resume: threading.Event = field(default_factory=threading.Event)
+    accepted: dict[str, dict[str, object]] = field(default_factory=dict)
+    answers: Counter[str] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def plan(
+        cls, user: UserPath, windows: int, batches: int, rows: int, rng: np.random.Generator
+    ) -> Load:
+        planned = []
+        for b in range(batches):
+            offset = b % windows
+            scores, labels = simulate(rng, rows, 0.2, 3.0)
+            at = user.start(offset) + timedelta(minutes=1 + b % 50)
+            body = orjson.dumps(
+                {"timestamp": iso(at), "scores": scores.tolist(), "labels": labels.tolist()}
+            )
+            planned.append(
+                Planned(
+                    str(uuid.uuid4()),
+                    body,
+                    iso(user.start(offset)),
+                    int(labels.size),
+                    int(labels.sum()),
+                )
+            )
+        return cls(user, planned, hold_at=batches // 3)
+
+    def count(self, answer: str) -> int:
+        with self.lock:
+            return self.answers[answer]
+
+    @property
+    def done(self) -> int:
+        with self.lock:
+            return len(self.accepted)
+
+    def _post_until_accepted(self, batch: Planned) -> None:
+        deadline = time.monotonic() + RETRY_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                r = self.user.send(batch.body, batch.key)
+                answer = str(r.status_code)
+            except httpx.TransportError:
+                r, answer = None, TRANSPORT_ERROR
+            with self.lock:
+                self.answers[answer] += 1
+                if r is not None and r.status_code == 202:
+                    self.accepted[batch.key] = r.json()
+                    return
+            if r is not None and r.status_code not in (409, 503):
+                self.failures.append(f"{batch.key}: {r.status_code} {r.text[:300]}")
+                return
+            time.sleep(0.2)
+        self.failures.append(f"{batch.key}: not accepted within {RETRY_SECONDS:.0f} s")
+
+    def run(self) -> None:
+        for i, batch in enumerate(self.planned):
+            if i == self.hold_at and not self.resume.wait(RETRY_SECONDS):
+                self.failures.append("never resumed")
+            self._post_until_accepted(batch)
+            if self.failures:
+                return
+
+    def start(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run, name="load", daemon=True)
+        thread.start()
+        return thread
+
+
+def _user(http: httpx.Client, windows: int) -> UserPath:
+    first = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=windows)
+    return UserPath(http, MODEL, first, timedelta(hours=1))
+
+
+def _finish(thread: threading.Thread, load: Load, deployment: Deployment) -> None:
+    thread.join(RETRY_SECONDS * 2)
+    assert not thread.is_alive(), "the load did not finish"
+    assert not load.failures, load.failures
+    assert load.done == len(load.planned)
+    deployment.processes.check_alive()
+
+
+def assert_counted_once(load: Load, deployment: Deployment, database: str) -> None:
+    """Every window fresh, holding exactly the accepted batches (n, positives, keys)."""
+    user = load.user
+    windows = sorted({p.window for p in load.planned})
+    reader = UserPath(
+        httpx.Client(base_url=deployment.base, timeout=HTTP_TIMEOUT), MODEL, user.first, user.length
+    )
+    reader.token = user.token
+    try:
+        latest = reader.wait_all_fresh(len(windows), deployment.processes, (None,))[None]
+    finally:
+        reader.http.close()
+    expected = {w: (0, 0) for w in windows}
+    for p in load.planned:
+        assert p.key in load.accepted
+        n, positives = expected[p.window]
+        expected[p.window] = (n + p.n, positives + p.positives)
+    assert {w["start"]: (w["n"], w["positives"]) for w in latest} == expected
+    engine = sa.create_engine(database)
+    try:
+        with engine.connect() as conn:
+            keys = conn.execute(sa.text("SELECT idempotency_key FROM batch")).scalars().all()
+            stored = conn.execute(
+                sa.text("SELECT segment, sum(n), sum(positives) FROM window_aggregate GROUP BY 1")
+            ).all()
+    finally:
+        engine.dispose()
+    assert sorted(keys) == sorted(load.accepted)  # each accepted key once, nothing else
+    total_n = sum(p.n for p in load.planned)
+    total_pos = sum(p.positives for p in load.planned)
+    assert [(s, int(n), int(pos)) for s, n, pos in stored] == [("*", total_n, total_pos)]
+
+
+def _one_line_failures(process: Process) -> None:
+    text = process.log_path.read_text(errors="replace")
+    assert "Traceback" not in text, process.log()
+
+
+def _register(deployment: Deployment, windows: int, clients: list[httpx.Client]) -> UserPath:
+    http = httpx.Client(base_url=deployment.base, timeout=HTTP_TIMEOUT)
+    clients.append(http)
+    user = _user(http, windows)
+    user.register(n_bins=500)
+    return user
+
+
+def test_postgres_stopped_and_restarted_under_load(
+    processes: Processes, cluster: Cluster, database: str, clients: list[httpx.Client]
+) -> None:
+    deployment = deploy(processes, database)
+    user = _register(deployment, 3, clients)
+    load = Load.plan(user, windows=3, batches=36, rows=300, rng=np.random.default_rng(901))
+    thread = load.start()
+    wait_until(lambda: load.done == load.hold_at, "the first batches", RETRY_SECONDS, processes)
+    cluster.stop("fast")
+    load.resume.set()
+    try:
+        wait_until(lambda: load.count("503") >= 3, "503 answers", RETRY_SECONDS, processes)
+        with httpx.Client(base_url=deployment.base, timeout=HTTP_TIMEOUT) as probe:
+            assert probe.get("/healthz").status_code == 200
+            r = probe.get("/readyz")
+            assert r.status_code == 503 and "retry-after" in r.headers
+    finally:
+        cluster.start()
+    _finish(thread, load, deployment)
+    assert_counted_once(load, deployment, database)
+    assert "database unavailable on POST" in deployment.server.log_path.read_text()
+    _one_line_failures(deployment.server)
+    for worker in deployment.workers:
+        _one_line_failures(worker)
+
+
+def test_a_frozen_cluster_answers_503_in_bounded_time_then_recovers(
+    processes: Processes, cluster: Cluster, database: str, clients: list[httpx.Client]
+) -> None:
+    deployment = deploy(processes, database)
+    user = _register(deployment, 3, clients)
+    load = Load.plan(user, windows=3, batches=30, rows=300, rng=np.random.default_rng(902))
+    thread = load.start()
+    wait_until(lambda: load.done == load.hold_at, "the first batches", RETRY_SECONDS, processes)
+    frozen = cluster.freeze()
+    load.resume.set()
+    try:
+        with httpx.Client(base_url=deployment.base, timeout=HTTP_TIMEOUT) as probe:
+            r = probe.get("/readyz")  # would hang until the client gives up
+            assert r.status_code == 503, r.text
+            assert "retry-after" in r.headers
+        wait_until(lambda: load.count("503") >= 2, "503 answers", RETRY_SECONDS, processes)
+    finally:
+        cluster.thaw(frozen)
+    _finish(thread, load, deployment)
+    assert_counted_once(load, deployment, database)
+
+
+def test_a_worker_killed_while_computing_loses_and_doubles_nothing(
+    processes: Processes, cluster: Cluster, database: str, clients: list[httpx.Client]
+) -> None:
+    deployment = deploy(processes, database, workers=0)
+    user = _register(deployment, 8, clients)
+    load = Load.plan(user, windows=8, batches=16, rows=2000, rng=np.random.default_rng(903))
+    load.resume.set()
+    load.run()
+    assert not load.failures, load.failures
+    victim = deployment.start_worker("victim")
+
+    def some_fresh() -> bool:
+        return any(w["status"] == "fresh" for w in user.windows())
+
+    wait_until(some_fresh, "the victim computed a window", RETRY_SECONDS, processes)
+    victim.proc.kill()
+    victim.proc.wait(30)
+    deployment.workers.remove(victim)
+    processes.started.remove(victim)
+    deployment.start_worker("survivor")
+    assert_counted_once(load, deployment, database)
+
+
+def test_the_api_killed_mid_batch_loses_and_doubles_nothing(
+    processes: Processes, cluster: Cluster, database: str, clients: list[httpx.Client]
+) -> None:
+    deployment = deploy(processes, database)
+    user = _register(deployment, 2, clients)
+    # 20 batches left after the hold: the kill comes long before the last one
+    load = Load.plan(user, windows=2, batches=30, rows=20000, rng=np.random.default_rng(904))
+    thread = load.start()
+    wait_until(lambda: load.done == load.hold_at, "the first batches", RETRY_SECONDS, processes)
+    load.resume.set()
+    wait_until(lambda: load.done > load.hold_at, "one more batch", RETRY_SECONDS, processes)
+    deployment.server.proc.kill()  # most likely while the next batch is being stored
+    deployment.server.proc.wait(30)
+    processes.started.remove(deployment.server)
+    wait_until(
+        lambda: load.count(TRANSPORT_ERROR) > 0, "the client notices", RETRY_SECONDS, processes
+    )
+    deployment.start_server("serve-again")
+    _finish(thread, load, deployment)
+    assert_counted_once(load, deployment, database)
