@@ -16,10 +16,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 from _read_support import drain, iso
 from conftest import Api
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.db.models import WindowAggregate
 from app.drift.histograms import WindowHistograms
 from app.drift.simulation import BinormalStream
 from app.estimation import MixtureReference, estimate_window
@@ -296,3 +298,20 @@ def test_exposition_keeps_labelled_gauges_on_the_latest_labelled_window(api: Api
             timeout=60,
         )
         assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_unlabelled_rows_count_toward_the_window_ceiling(api: Api, db_engine: sa.Engine) -> None:
+    api.create_model("plain", window="1h", threshold=0.5, pi0=0.1)
+    token = api.create_key("plain")
+    assert api.post_batch("plain", token, {"timestamp": _at(5), "scores": [0.2]}).status_code == 202
+    with db_engine.begin() as c:  # a window 10 rows short of 2^53, half of them unlabelled
+        c.execute(sa.update(WindowAggregate).values(n=2**52, positives=0, n_unlabelled=2**52 - 10))
+    r = api.post_batch("plain", token, {"timestamp": _at(5), "scores": [0.5] * 11})
+    assert r.status_code == 422, r.text
+    assert "(10 left)" in r.text and r.json()["errors"][0]["field"] == "scores"
+    assert (
+        api.post_batch("plain", token, {"timestamp": _at(5), "scores": [0.5] * 10}).status_code
+        == 202
+    )
+    with db_engine.connect() as c:
+        assert c.execute(sa.select(WindowAggregate.n_unlabelled)).scalar_one() == 2**52
