@@ -19,7 +19,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 PLACEHOLDER_SECRETS = frozenset(
     {"changeme", "change-me", "change_me", "secret", "admin", "password", "token", "test"}
 )
-#: Shortest admin token accepted (characters).
+#: Shortest admin or metrics token accepted (characters).
 MIN_ADMIN_TOKEN_LENGTH = 16
 
 
@@ -28,7 +28,8 @@ def settings_config(env_prefix: str) -> SettingsConfigDict:
 
     From the environment variables named ``env_prefix`` + the field name (any
     case), or a ``.env`` file in the working directory; unknown variables are
-    ignored and the object is frozen once built.
+    ignored, the object is frozen once built, and validation errors never
+    show the refused value (it may be a secret).
     """
     return SettingsConfigDict(
         env_prefix=env_prefix,
@@ -36,6 +37,7 @@ def settings_config(env_prefix: str) -> SettingsConfigDict:
         env_file_encoding="utf-8",
         extra="ignore",
         frozen=True,
+        hide_input_in_errors=True,  # a refused value may be a secret: never echo it
     )
 
 
@@ -52,12 +54,30 @@ class Settings(BaseSettings):
         default=None,
         description="bearer token with admin scope; admin calls are refused while unset",
     )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="when set, GET /metrics requires it as a bearer token (Prometheus)",
+    )
+    docs_enabled: bool = Field(
+        default=True,
+        description="serve the API documentation (/docs and /openapi.json)",
+    )
 
     # --- request limits -------------------------------------------------
     max_body_bytes: int = Field(
         default=64 * 1024 * 1024,
         gt=0,
         description="largest accepted request body in bytes (413 above it)",
+    )
+    evaluate_max_body_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        gt=0,
+        description="largest accepted /v1/evaluate body in bytes (unauthenticated; 413 above it)",
+    )
+    evaluate_max_concurrency: int = Field(
+        default=2,
+        gt=0,
+        description="/v1/evaluate calls computed at once; more get 429 with Retry-After",
     )
     max_batch_rows: int = Field(
         default=1_000_000,
@@ -115,19 +135,15 @@ class Settings(BaseSettings):
         description="on SQLite, `priorwatch serve` also runs the worker in-process",
     )
 
-    @field_validator("admin_token")
+    @field_validator("admin_token", "metrics_token")
     @classmethod
     def _refuse_placeholder_token(cls, value: SecretStr | None) -> SecretStr | None:
         if value is None:
             return None
         token = value.get_secret_value()
         if token == "":
-            return None  # PRIORWATCH_ADMIN_TOKEN= (empty) means "not set"
-        if token.strip().lower() in PLACEHOLDER_SECRETS:
-            raise ValueError("is a placeholder; set a random secret")
-        if len(token) < MIN_ADMIN_TOKEN_LENGTH:
-            raise ValueError(f"must have at least {MIN_ADMIN_TOKEN_LENGTH} characters")
-        return value
+            return None  # PRIORWATCH_ADMIN_TOKEN= (empty) means "not set"; same for metrics
+        return check_token_strength(value)
 
     @property
     def is_sqlite(self) -> bool:
@@ -141,6 +157,22 @@ class Settings(BaseSettings):
     @property
     def future_skew(self) -> timedelta:
         return timedelta(seconds=self.future_skew_seconds)
+
+
+def check_token_strength(value: SecretStr) -> SecretStr:
+    """``value`` if it can serve as a bearer secret, else ValueError (never quoting it).
+
+    Refused: known placeholders, fewer than :data:`MIN_ADMIN_TOKEN_LENGTH`
+    characters, whitespace only, or one character repeated.
+    """
+    token = value.get_secret_value()
+    if token.strip().lower() in PLACEHOLDER_SECRETS:
+        raise ValueError("is a known placeholder; set a random value")
+    if len(token) < MIN_ADMIN_TOKEN_LENGTH:
+        raise ValueError(f"must have at least {MIN_ADMIN_TOKEN_LENGTH} characters")
+    if len(set(token.strip())) <= 1:
+        raise ValueError("is whitespace or one repeated character; set a random value")
+    return value
 
 
 @lru_cache(maxsize=1)

@@ -6,13 +6,16 @@ embedded worker are created by :func:`create_app` and its lifespan.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
 from app.api.body_limit import BodySizeLimitMiddleware
-from app.api.errors import register_exception_handlers
+from app.api.concurrency import ConcurrencyCap
+from app.api.docs import OPENAPI_URL, install_docs
+from app.api.errors import ADMIN_DISABLED, register_exception_handlers
 from app.api.guard import ResponseGuardMiddleware
 from app.api.openapi import register_documented_schemas
 from app.api.routes import ROUTERS
@@ -21,6 +24,8 @@ from app.db.session import make_engine, make_session_factory
 from app.exporter.registry import install_exporter
 
 API_VERSION = "1"
+
+logger = logging.getLogger("priorwatch.api")
 
 StopFunction = Callable[[], None]
 
@@ -48,6 +53,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.admin_token is None:
+            logger.warning(ADMIN_DISABLED)
         stop_worker = start_embedded_worker(app, settings)
         try:
             yield
@@ -62,21 +69,30 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Prior-invariant performance monitoring for binary classifiers. "
         "Errors are application/problem+json (RFC 9457); see docs/api.md.",
         lifespan=lifespan,
+        docs_url=None,  # self-hosted by install_docs (no CDN)
+        redoc_url=None,
+        openapi_url=OPENAPI_URL if settings.docs_enabled else None,
     )
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    app.state.evaluate_cap = ConcurrencyCap(settings.evaluate_max_concurrency, "evaluations")
     app.add_middleware(
         ResponseGuardMiddleware,
         deadline_seconds=settings.request_deadline_seconds,
         retry_after_seconds=settings.database_retry_after_seconds,
     )  # innermost: every request ends in a complete answer, in bounded time
-    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimitMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        route_limits={"/v1/evaluate": settings.evaluate_max_body_bytes},
+    )
     install_exporter(app)  # GET /metrics registry; rejection counter (outermost middleware)
     register_exception_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
     register_documented_schemas(app)
+    install_docs(app, enabled=settings.docs_enabled)
     return app
 
 

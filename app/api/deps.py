@@ -3,7 +3,8 @@
 Authentication: ``Authorization: Bearer <token>``. The admin token
 (PRIORWATCH_ADMIN_TOKEN) may do everything; a model key acts on its own model
 only, within its scopes. No or unknown token -> 401; a known token without
-the right -> 403. Admin calls are refused (403) while no admin token is set.
+the right -> 403. Admin calls are refused (403 ``admin-disabled``) while no admin
+token is set, whatever token they carry.
 """
 
 from __future__ import annotations
@@ -17,10 +18,16 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from app.api.errors import not_authenticated, permission_denied, unsupported_media_type
+from app.api.errors import (
+    admin_disabled,
+    not_authenticated,
+    permission_denied,
+    unsupported_media_type,
+)
 from app.config import Settings
 from app.db.models import ApiKey, Model
 from app.services import keys
+from app.services.json_keys import check_unique_keys
 from app.services.models import get_model
 
 
@@ -95,11 +102,16 @@ def active_key(session: Session, token: str) -> ApiKey:
 CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
-def require_admin(caller: CallerDep, settings: SettingsDep) -> Caller:
+def require_admin(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    session: SessionDep,
+    settings: SettingsDep,
+) -> Caller:
+    if settings.admin_token is None:  # whatever the token: say why, not "unknown token"
+        raise admin_disabled()
+    caller = get_caller(credentials, session, settings)
     if caller.admin:
         return caller
-    if settings.admin_token is None:
-        raise permission_denied("admin calls are disabled until PRIORWATCH_ADMIN_TOKEN is set")
     raise permission_denied("this call needs the admin token")
 
 
@@ -166,6 +178,15 @@ async def require_json(request: Request) -> None:
 
 JsonBody = Depends(require_json)
 """Add to ``dependencies=[...]`` of every route that takes a JSON body."""
+
+
+async def require_unique_keys(request: Request) -> None:
+    """422 ``duplicate-key`` when the (already parsed, small) JSON body repeats a key."""
+    check_unique_keys(await request.body())
+
+
+UniqueKeys = Depends(require_unique_keys)
+"""Add to routes whose body pydantic validates (the raw-body routes check it themselves)."""
 
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 """The bearer token of the request, if any (for routes that resolve the caller themselves)."""

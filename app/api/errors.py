@@ -34,6 +34,7 @@ from app.services.errors import (
     PriorwatchError,
     RequestInFlight,
 )
+from app.services.json_keys import DuplicateKey
 
 logger = logging.getLogger("priorwatch.api")
 
@@ -70,6 +71,13 @@ def not_authenticated(detail: str) -> ProblemError:
 
 def permission_denied(detail: str) -> ProblemError:
     return ProblemError(403, "permission-denied", detail)
+
+
+ADMIN_DISABLED = "admin calls are disabled until PRIORWATCH_ADMIN_TOKEN is set"
+
+
+def admin_disabled() -> ProblemError:
+    return ProblemError(403, "admin-disabled", ADMIN_DISABLED)
 
 
 def body_too_large(limit: int) -> ProblemError:
@@ -123,9 +131,10 @@ def _instance(request: Request) -> str:
 
 async def _invalid_input(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, InvalidInput)
+    slug = "duplicate-key" if isinstance(exc, DuplicateKey) else "invalid-input"
     return problem_response(
         422,
-        type_=problem_type("invalid-input"),
+        type_=problem_type(slug),
         title="Invalid input",
         detail=str(exc),
         instance=_instance(request),
@@ -180,9 +189,12 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     slug = getattr(exc, "slug", None)
+    detail = exc.detail if isinstance(exc.detail, str) else None
     if exc.status_code == 413 and slug is None:  # Starlette/FastAPI's own body limit
         slug = "body-too-large"
-    detail = exc.detail if isinstance(exc.detail, str) else None
+    if exc.status_code == 400 and slug is None:  # FastAPI could not decode the JSON body
+        slug = "malformed-json"
+        detail = f"the body is not valid JSON: {_cause(exc)}"
     return problem_response(
         exc.status_code,
         type_=problem_type(slug) if slug else "about:blank",
@@ -190,6 +202,13 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         instance=_instance(request),
         headers=exc.headers,
     )
+
+
+def _cause(exc: BaseException) -> str:
+    cause = exc.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return f"invalid UTF-8 at byte {cause.start}"
+    return "it could not be decoded"
 
 
 def internal_error_response(instance: str | None) -> Response:

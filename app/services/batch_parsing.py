@@ -7,8 +7,10 @@ Two parsers, one meaning:
   buffers in C, with no Python object per element (bench/bench_ingest.py);
 - general path: orjson, then one numpy conversion per array. It handles
   everything the fast path declines (nested or non-numeric arrays, labels
-  written as 1.0 or true, histograms, malformed JSON), so the fast path only
-  ever takes documents whose meaning is unambiguous.
+  written as 1.0 or true, histograms, malformed JSON, repeated keys), so the
+  fast path only ever takes documents whose meaning is unambiguous. A key
+  repeated in any object is refused on this path (app/services/json_keys.py),
+  so both parsers give the same answer.
 
 Validation of scores and labels is :func:`app.metrics._validation.
 check_scores_labels` (one place decides). Every error is
@@ -18,9 +20,8 @@ here touches the database.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,9 @@ from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
 from app.services.count_limits import check_batch_counts, check_batch_total
 from app.services.errors import MalformedBody
+from app.services.json_keys import check_unique_keys, duplicated_key
 from app.services.model_config import ModelConfig
+from app.services.timestamps import EXAMPLE, parse_instant, shown
 from app.services.windowing import window_start
 
 BATCH_FIELDS = frozenset(
@@ -94,7 +97,8 @@ def _fast_scores_document(body: bytes) -> dict[str, Any] | None:
     Taken only when the body is a JSON object whose only arrays are flat
     ``scores`` (numbers) and ``labels`` (integers) and whose other values are
     scalars: exactly two ``[`` in the body (a ``[`` inside a string also
-    declines), which rules out nested arrays that simdjson would flatten.
+    declines), which rules out nested arrays that simdjson would flatten; and
+    whose keys are all distinct (duplicates are refused by the general path).
     """
     if b'"scores"' not in body or b'"labels"' not in body or not _has_exactly_two(body, b"["):
         return None
@@ -103,8 +107,11 @@ def _fast_scores_document(body: bytes) -> dict[str, Any] | None:
         doc = simdjson.Parser().parse(body)
         if not isinstance(doc, simdjson.Object):
             return None
+        keys = list(doc.keys())  # every key as written, duplicates included
+        if duplicated_key(keys) is not None:
+            return None  # the general path refuses it (app/services/json_keys.py)
         out: dict[str, Any] = {}
-        for key in doc.keys():  # noqa: SIM118 (items() would unbox the arrays into lists)
+        for key in keys:  # items() would unbox the arrays into lists
             value = doc[key]
             nested = isinstance(value, simdjson.Object | simdjson.Array)
             if nested and key not in ("scores", "labels"):
@@ -127,13 +134,17 @@ def load_document(body: bytes) -> dict[str, Any]:
 
 
 def load_json_object(body: bytes) -> dict[str, Any]:
-    """Parse ``body`` as a JSON object (:class:`MalformedBody` otherwise)."""
+    """Parse ``body`` as a JSON object (:class:`MalformedBody` otherwise).
+
+    A key repeated in any object is :class:`~app.services.json_keys.DuplicateKey`.
+    """
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise MalformedBody(f"the body is not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise MalformedBody("the body must be a JSON object")
+    check_unique_keys(body)
     return doc
 
 
@@ -141,27 +152,16 @@ def parse_timestamp(value: Any, *, now: datetime, settings: Settings) -> datetim
     """The event time, within the accepted backfill/skew range.
 
     An ISO 8601 string (a time without an offset is taken as UTC) or a number
-    of seconds since the Unix epoch.
+    of seconds since the Unix epoch, read by :func:`app.services.timestamps.
+    parse_instant` like every date of the API.
     """
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise InvalidInput("timestamp", "must be a finite number of seconds since the epoch")
-        try:
-            ts = datetime.fromtimestamp(value, tz=UTC)
-        except (OverflowError, OSError, ValueError):
-            raise InvalidInput("timestamp", f"{value!r} is out of range") from None
-    elif isinstance(value, str):
-        try:
-            ts = datetime.fromisoformat(value)
-        except ValueError:
-            raise InvalidInput("timestamp", f"{value!r} is not an ISO 8601 date-time") from None
-        if ts.tzinfo is None or ts.utcoffset() is None:
-            ts = ts.replace(tzinfo=UTC)
-    else:
+    if value is None:
         raise InvalidInput(
             "timestamp",
-            "is required: an ISO 8601 string, e.g. 2026-11-26T10:00:00Z, or epoch seconds",
+            f"is required: an ISO 8601 string, e.g. {shown(EXAMPLE, in_query=False)}, "
+            "or epoch seconds",
         )
+    ts = parse_instant(value, "timestamp")
     if ts > now + settings.future_skew:
         raise InvalidInput(
             "timestamp",

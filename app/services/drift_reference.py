@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from app.services.model_config import ModelConfig
+from app.services.timestamps import parse_instant
 from app.services.windowing import window_length
 from app.services.windowing import window_start as window_start_of
 
@@ -75,9 +76,7 @@ def reference_period(
 
 
 def _parse_time(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        return value
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return parse_instant(value, "drift.reference")
 
 
 @dataclass(frozen=True)

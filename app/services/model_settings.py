@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
-    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -28,6 +27,7 @@ from pydantic import (
 from app.db.models import ALL_SEGMENTS_LABEL
 from app.drift.settings import DriftSettings
 from app.metrics.cost import UnitCosts
+from app.services.timestamps import Instant
 
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 """Model and segment names: lowercase letters, digits, '-' and '_', at most 64."""
@@ -80,8 +80,8 @@ class DriftReference(_Strict):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    from_: AwareDatetime | None = Field(default=None, alias="from")
-    to: AwareDatetime | None = None
+    from_: Instant | None = Field(default=None, alias="from")
+    to: Instant | None = None
     trailing_windows: int | None = Field(default=None, ge=1, le=10_000)
 
     @model_validator(mode="after")

@@ -174,6 +174,6 @@ def check_window_start(start: datetime, granularity: str) -> datetime:
         raise InvalidInput(
             "start",
             f"is not the start of a {granularity} window (the window containing it starts "
-            f"at {aligned.isoformat()})",
+            f"at {isoformat_z(aligned)})",
         )
     return aligned

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -184,8 +185,31 @@ def test_admin_calls_refused_until_the_admin_token_is_set(
     r = unset.post("/v1/models", json={"name": "n", "pi0": 0.3}, headers=api.bearer(key))
     assert r.status_code == 403
     assert "PRIORWATCH_ADMIN_TOKEN" in r.json()["detail"]
-    assert unset.get("/v1/models", headers=api.admin).status_code == 401  # not a key either
+    # whatever the token (none, the old admin token): disabled, never "unknown token"
+    for headers in ({}, api.admin, api.bearer(key)):
+        r = unset.get("/v1/models", headers=headers)
+        assert r.status_code == 403, r.text
+        assert r.json()["type"].endswith("admin-disabled")
+        assert r.json()["detail"] == (
+            "admin calls are disabled until PRIORWATCH_ADMIN_TOKEN is set"
+        )
     assert unset.get("/v1/models/m", headers=api.bearer(key)).status_code == 200
+    assert unset.get("/v1/models/m", headers=api.admin).status_code == 401  # not a key
+
+
+def test_unset_admin_token_is_logged_once_at_start(
+    sqlite_url: str, client_for: Callable[..., TestClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="priorwatch"):
+        client = client_for(sqlite_url, admin_token=None)
+        client.get("/healthz")
+        client.get("/v1/models")
+    said = [r for r in caplog.records if "PRIORWATCH_ADMIN_TOKEN" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="priorwatch"):
+        client_for(sqlite_url).get("/healthz")  # set: nothing said
+    assert not [r for r in caplog.records if "PRIORWATCH_ADMIN_TOKEN" in r.getMessage()]
 
 
 def test_wrong_content_type_and_malformed_json(

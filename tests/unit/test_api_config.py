@@ -35,10 +35,21 @@ def test_environment_and_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     assert s.max_batch_rows == 9
 
 
-@pytest.mark.parametrize("token", ["changeme", "secret", "too-short"])
-def test_placeholder_and_short_admin_tokens_are_refused(token: str) -> None:
-    with pytest.raises(ValidationError, match="admin_token"):
+@pytest.mark.parametrize(
+    "token",
+    ["changeme", "secret", "too-short", " " * 24, "\t\n" * 12, "a" * 32, "7" * 64],
+)
+def test_placeholder_short_blank_and_repeated_admin_tokens_are_refused(
+    token: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with pytest.raises(ValidationError, match="admin_token") as caught:
         Settings(_env_file=None, admin_token=token)  # type: ignore[call-arg]
+    assert token not in str(caught.value)  # the refusal never echoes the secret
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PRIORWATCH_ADMIN_TOKEN", token)
+    with pytest.raises(ValidationError) as from_env:
+        Settings()
+    assert token not in str(from_env.value)
 
 
 def test_empty_admin_token_means_unset() -> None:

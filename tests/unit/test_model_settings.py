@@ -65,10 +65,13 @@ def test_drift_reference_forms() -> None:
         {},
         {"from": "2026-01-01T00:00:00Z"},
         {"trailing_windows": 3, "to": "2026-01-02T00:00:00Z"},
-        {"from": "2026-01-01T00:00:00", "to": "2026-01-02T00:00:00"},
+        {"from": "2026-01-01T00:00:00Z", "to": "9999-12-31T23:00:00-05:00"},
     ):
         with pytest.raises(ValidationError):
             DriftReference.model_validate(bad)
+    # no offset: UTC, as everywhere in the API (app.services.timestamps)
+    naive = DriftReference.model_validate({"from": "2026-01-01T00:00:00", "to": "2026-01-02"})
+    assert naive.model_dump(mode="json", by_alias=True)["to"] == "2026-01-02T00:00:00Z"
 
 
 def test_update_tracks_the_fields_sent() -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, status
 from starlette.responses import Response
 
-from app.api.deps import AdminModelDep, JsonBody, SessionDep
+from app.api.deps import AdminModelDep, JsonBody, SessionDep, UniqueKeys
 from app.api.routes.models import PROBLEMS
 from app.api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyList, ApiKeyPublic
 from app.db.models import ApiKey
@@ -29,7 +29,7 @@ def _public(key: ApiKey) -> ApiKeyPublic:
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    dependencies=[JsonBody],
+    dependencies=[JsonBody, UniqueKeys],
     responses=PROBLEMS,
     summary="Create a key; the token is in this response only",
 )

@@ -7,7 +7,14 @@ from typing import Any
 
 from fastapi import APIRouter, Response, status
 
-from app.api.deps import AdminDep, AdminModelDep, AnyScopeModelDep, JsonBody, SessionDep
+from app.api.deps import (
+    AdminDep,
+    AdminModelDep,
+    AnyScopeModelDep,
+    JsonBody,
+    SessionDep,
+    UniqueKeys,
+)
 from app.api.schemas import BinsPublic, ModelList, Problem
 from app.services import models as service
 from app.services.model_settings import ModelCreate, ModelPublic, ModelUpdate
@@ -22,7 +29,7 @@ PROBLEMS: dict[int | str, dict[str, Any]] = {
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
-    dependencies=[JsonBody],
+    dependencies=[JsonBody, UniqueKeys],
     responses=PROBLEMS,
     summary="Register a model (admin)",
 )
@@ -45,7 +52,10 @@ def get_model(model: AnyScopeModelDep) -> ModelPublic:
 
 
 @router.patch(
-    "/{name}", dependencies=[JsonBody], responses=PROBLEMS, summary="Update settings (admin)"
+    "/{name}",
+    dependencies=[JsonBody, UniqueKeys],
+    responses=PROBLEMS,
+    summary="Update settings (admin)",
 )
 def update_model(data: ModelUpdate, model: AdminModelDep, session: SessionDep) -> ModelPublic:
     return service.to_public(service.update_model(session, model, data, datetime.now(UTC)))

@@ -68,8 +68,8 @@ def wants_csv(accept: str | None) -> bool:
 def get_sla_report(
     model: ReadModelDep,
     session: SessionDep,
-    start_from: FromQuery = None,
-    to: ToQuery = None,
+    start_from: FromQuery,
+    to: ToQuery,
     segment: SegmentQuery = None,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:

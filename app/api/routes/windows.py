@@ -6,29 +6,68 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Query
-from pydantic import AwareDatetime, BaseModel, Field
+from fastapi import APIRouter, Depends, Path, Query
+from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from app.api.deps import ReadModelDep, SessionDep
 from app.api.errors import ProblemError
 from app.api.routes.models import PROBLEMS
 from app.services.model_config import ModelConfig
+from app.services.timestamps import parse_instant
 from app.services.window_read import get_window, iso, list_windows
 
 router = APIRouter(prefix="/v1/models/{name}/windows", tags=["windows"])
 
-FromQuery = Annotated[
-    AwareDatetime | None,
-    Query(
-        alias="from",
-        description="first window start (rounded down to its window); "
-        "default: 100 windows before `to`",
-    ),
-]
-ToQuery = Annotated[
-    AwareDatetime | None, Query(description="window starts before this instant; default: now")
-]
+_TIME_FORMS = (
+    "ISO 8601 (a time without an offset is UTC; in a query string send `+` as `%2B`, "
+    "e.g. `2026-11-26T10%3A00%3A00%2B01%3A00`) or epoch seconds"
+)
+
+
+def _instant(value: str | None, field: str) -> datetime | None:
+    if value is None:
+        return None
+    number = _as_number(value)
+    return parse_instant(number if number is not None else value, field, in_query=True)
+
+
+def _as_number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+async def _from_query(
+    value: Annotated[
+        str | None,
+        Query(
+            alias="from",
+            description="first window start (rounded down to its window); default: 100 windows "
+            "before `to`. " + _TIME_FORMS,
+            examples=["2026-11-26T00:00:00Z"],
+        ),
+    ] = None,
+) -> datetime | None:
+    return _instant(value, "from")
+
+
+async def _to_query(
+    value: Annotated[
+        str | None,
+        Query(
+            alias="to",
+            description="window starts before this instant; default: now. " + _TIME_FORMS,
+            examples=["2026-11-27T00:00:00Z"],
+        ),
+    ] = None,
+) -> datetime | None:
+    return _instant(value, "to")
+
+
+FromQuery = Annotated[datetime | None, Depends(_from_query)]
+ToQuery = Annotated[datetime | None, Depends(_to_query)]
 SegmentQuery = Annotated[
     str | None,
     Query(description="a registered segment; omitted: the all-traffic windows"),
@@ -90,8 +129,8 @@ def _json(document: Any) -> Response:
 def list_model_windows(
     model: ReadModelDep,
     session: SessionDep,
-    start_from: FromQuery = None,
-    to: ToQuery = None,
+    start_from: FromQuery,
+    to: ToQuery,
     segment: SegmentQuery = None,
     granularity: GranularityQuery = None,
 ) -> Response:
@@ -114,12 +153,20 @@ def list_model_windows(
     summary="One window in full, curves included (read scope)",
 )
 def get_model_window(
-    start: AwareDatetime,
+    start_text: Annotated[
+        str,
+        Path(
+            alias="start",
+            description="the window's start, ISO 8601 (no offset: UTC)",
+            examples=["2026-11-26T10:00:00Z"],
+        ),
+    ],
     model: ReadModelDep,
     session: SessionDep,
     segment: SegmentQuery = None,
     granularity: GranularityQuery = None,
 ) -> Response:
+    start = parse_instant(start_text, "start")
     view = get_window(
         session,
         ModelConfig.from_row(model),
