@@ -81,8 +81,15 @@ class ApiKeyList(BaseModel):
 
 
 class HistogramIn(BaseModel):
-    positives: list[int] = Field(description="positives[j]: actual positives in bin j")
-    negatives: list[int] = Field(description="negatives[j]: actual negatives in bin j")
+    positives: list[int] | None = Field(
+        default=None, description="positives[j]: actual positives in bin j (with negatives)"
+    )
+    negatives: list[int] | None = Field(
+        default=None, description="negatives[j]: actual negatives in bin j (with positives)"
+    )
+    unlabelled: list[int] | None = Field(
+        default=None, description="unlabelled[j]: rows without labels in bin j"
+    )
 
 
 class ConfusionMatrixIn(BaseModel):
@@ -109,6 +116,14 @@ BATCH_EXAMPLES: dict[str, dict[str, Any]] = {
             "histogram": {"positives": [0, 3, 5], "negatives": [7, 2, 0]},
         },
     },
+    "unlabelled_scores": {
+        "summary": "scores whose labels are not known yet (label-free estimate)",
+        "value": {"timestamp": "2026-11-26T10:15:00Z", "scores": [0.91, 0.12, 0.55, 0.03]},
+    },
+    "unlabelled_histogram": {
+        "summary": "counts of unlabelled scores over the model's bins",
+        "value": {"timestamp": "2026-11-26T10:15:00Z", "histogram": {"unlabelled": [4, 6, 1]}},
+    },
     "confusion_matrix": {
         "summary": "one confusion matrix at the primary threshold",
         "value": {
@@ -120,7 +135,7 @@ BATCH_EXAMPLES: dict[str, dict[str, Any]] = {
 
 
 class BatchIn(BaseModel):
-    """One batch: ``scores`` + ``labels``, or ``histogram``, or ``confusion_matrix``."""
+    """One batch: ``scores`` (+ ``labels``), or ``histogram``, or ``confusion_matrix``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -129,7 +144,9 @@ class BatchIn(BaseModel):
     )
     segment: str | None = Field(default=None, description="a registered segment of the model")
     scores: list[float] | None = Field(default=None, description="scores[i] in [0, 1]")
-    labels: list[int] | None = Field(default=None, description="labels[i] in {0, 1}")
+    labels: list[int] | None = Field(
+        default=None, description="labels[i] in {0, 1}; omit for scores without labels"
+    )
     histogram: HistogramIn | None = None
     confusion_matrix: ConfusionMatrixIn | None = None
 
@@ -137,7 +154,7 @@ class BatchIn(BaseModel):
 class BatchAccepted(BaseModel):
     batch_id: str
     window_start: datetime
-    count: int = Field(description="rows (examples) in the batch")
+    count: int = Field(description="rows (examples) in the batch, labelled or not")
 
 
 EVALUATE_EXAMPLE: dict[str, Any] = {
