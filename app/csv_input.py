@@ -1,4 +1,4 @@
-"""Reading ``score,label`` CSV files for ``priorwatch evaluate``.
+"""Reading ``score,label`` CSV files for ``priorwatch evaluate`` and ``ingest``.
 
 The file has a header row naming a ``score`` and a ``label`` column, in any
 order (other columns are ignored, names are case-insensitive). A fast
@@ -31,8 +31,34 @@ def _columns(path: Path) -> tuple[int, int, int]:
     names = [h.strip().lower() for h in header]
     missing = [c for c in (SCORE_COLUMN, LABEL_COLUMN) if c not in names]
     if missing:
-        raise InvalidInput("header", f"line 1: no column named {', '.join(map(repr, missing))}")
+        raise InvalidInput(
+            "header",
+            f"line 1: no column named {', '.join(map(repr, missing))}; "
+            f"the header found is {','.join(header)!r}",
+        )
     return names.index(SCORE_COLUMN), names.index(LABEL_COLUMN), len(names)
+
+
+def read_text_columns(path: Path | str, names: tuple[str, ...]) -> dict[str, list[str]]:
+    """The raw text of the optional columns ``names`` present in the header.
+
+    Names match case-insensitively; a column absent from the header is
+    absent from the result. Call it after :func:`read_scores_labels` (which
+    has checked the rows): ``result[name][i]`` is the cell of data row i
+    (blank lines skipped), stripped.
+    """
+    p = Path(path)
+    with p.open(newline="", encoding=_ENCODING) as fh:
+        reader = csv.reader(fh)
+        header = [h.strip().lower() for h in next(reader, [])]
+        wanted = {name: header.index(name) for name in names if name in header}
+        columns: dict[str, list[str]] = {name: [] for name in wanted}
+        for row in reader:
+            if not row or all(not cell.strip() for cell in row):
+                continue
+            for name, i in wanted.items():
+                columns[name].append(row[i].strip())
+    return columns
 
 
 def _parse_slowly(

@@ -9,8 +9,9 @@ per model. Then it prints, per backend:
 
 * the exporter's scrape (``Exporter.render``: the fixed-query read and the
   direct text writer): the first one, one where every window changed (text
-  cache emptied) and the steady one (no window changed), medians of REPEATS
-  runs, with the SQL statements per scrape; ``GET /metrics`` through the
+  and streak caches emptied) and the steady one (no window changed), medians
+  of REPEATS runs, with the SQL statements per scrape; the share of the
+  streak gauges in the steady and the uncached case; ``GET /metrics`` through the
   ASGI app; and the same registry through prometheus_client's
   ``generate_latest`` once;
 * the baseline measured in the same run: a naive collector that reads the
@@ -39,6 +40,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db.migrate import upgrade_to_head
 from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMetrics
+from app.exporter.reads import read_models
 from app.main import create_app
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
@@ -227,16 +229,27 @@ def measure(label: str, url: str) -> None:
 
     def uncached() -> None:
         exporter.windows._chunks = {}
+        exporter.streaks._groups = {}
         exporter.render()
 
     no_cache = per_call(uncached, REPEATS)
+    factory = app.state.session_factory
+    with factory() as session:
+        models = read_models(session)
+        streaks_steady = per_call(lambda: exporter.streaks.read(session, models), REPEATS)
+
+        def streaks_uncached() -> None:
+            exporter.streaks._groups = {}
+            exporter.streaks.read(session, models)
+
+        streaks_cold = per_call(streaks_uncached, REPEATS)
+        session.rollback()
     t0 = time.perf_counter()
     generate_latest(exporter.registry)
     library = time.perf_counter() - t0
     with TestClient(app) as client:
         client.get("/metrics")
         http = per_call(lambda: client.get("/metrics"), REPEATS)
-    factory = app.state.session_factory
 
     def naive() -> None:
         with factory() as session:
@@ -254,6 +267,10 @@ def measure(label: str, url: str) -> None:
         f"(median of {REPEATS})"
     )
     print(f"[{label}] scrape, no window changed (steady)    : {collector * 1e3:8.1f} ms")
+    print(
+        f"[{label}] of which streaks (app/exporter/streaks.py): {streaks_steady * 1e3:6.1f} ms "
+        f"steady, {streaks_cold * 1e3:6.1f} ms when every window changed"
+    )
     print(f"[{label}] same data via prometheus_client generate_latest: {library * 1e3:8.1f} ms")
     print(f"[{label}] GET /metrics over ASGI (steady)       : {http * 1e3:8.1f} ms")
     print(

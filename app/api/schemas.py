@@ -80,15 +80,36 @@ class ApiKeyList(BaseModel):
 # --- batches and evaluate (documentation of raw-parsed bodies) -------------
 
 
+class SparseCountsIn(BaseModel):
+    """Only the non-empty bins of one class (app/services/sparse_histogram.py)."""
+
+    bins: list[int] = Field(description="bin indices in [0, n_bins), strictly increasing")
+    counts: list[int] = Field(description="counts[k]: examples of the class in bin bins[k]")
+
+
+class ScoreSumsIn(BaseModel):
+    """Per-example sums over all rows of a histogram batch (Brier, log loss, mean scores)."""
+
+    brier_sum: float = Field(ge=0, description="sum of (y - p)^2, at most n")
+    log_loss_sum: float = Field(ge=0, description="sum of -ln p(actual class), p clipped")
+    score_sum_positive: float = Field(ge=0, description="sum of the positives' scores")
+    score_sum_negative: float = Field(ge=0, description="sum of the negatives' scores")
+
+
 class HistogramIn(BaseModel):
-    positives: list[int] | None = Field(
-        default=None, description="positives[j]: actual positives in bin j (with negatives)"
+    positives: list[int] | SparseCountsIn | None = Field(
+        default=None,
+        description="positives[j]: actual positives in bin j (or the sparse form; with negatives)",
     )
-    negatives: list[int] | None = Field(
-        default=None, description="negatives[j]: actual negatives in bin j (with positives)"
+    negatives: list[int] | SparseCountsIn | None = Field(
+        default=None,
+        description="negatives[j]: actual negatives in bin j (or the sparse form; with positives)",
     )
-    unlabelled: list[int] | None = Field(
-        default=None, description="unlabelled[j]: rows without labels in bin j"
+    sums: ScoreSumsIn | None = Field(
+        default=None, description="optional: Brier and log loss then count these rows"
+    )
+    unlabelled: list[int] | SparseCountsIn | None = Field(
+        default=None, description="unlabelled[j]: rows without labels in bin j (or the sparse form)"
     )
 
 
@@ -123,6 +144,22 @@ BATCH_EXAMPLES: dict[str, dict[str, Any]] = {
     "unlabelled_histogram": {
         "summary": "counts of unlabelled scores over the model's bins",
         "value": {"timestamp": "2026-11-26T10:15:00Z", "histogram": {"unlabelled": [4, 6, 1]}},
+    },
+    "sparse_histogram": {
+        "summary": "the non-empty bins only, with score sums (what app.client sends)",
+        "value": {
+            "timestamp": "2026-11-26T10:15:00Z",
+            "histogram": {
+                "positives": {"bins": [1, 2], "counts": [3, 5]},
+                "negatives": {"bins": [0, 1], "counts": [7, 2]},
+                "sums": {
+                    "brier_sum": 2.9,
+                    "log_loss_sum": 8.4,
+                    "score_sum_positive": 6.1,
+                    "score_sum_negative": 1.2,
+                },
+            },
+        },
     },
     "confusion_matrix": {
         "summary": "one confusion matrix at the primary threshold",

@@ -172,10 +172,11 @@ class WindowAggregate(Base):
     Coverage: ``n``/``positives`` count every labelled row; rows without labels
     are only in ``n_unlabelled``/``hist_unlabelled``. The histograms count rows
     of ``scores`` and ``histogram`` batches; the probability sums only rows of
-    ``scores`` batches (their ``sums_positives + sums_negatives`` says how
-    many); ``confusion[0]`` (primary threshold) covers every row, the other
-    thresholds only the rows with histograms (a ``confusion_matrix`` batch is
-    counted at the primary threshold alone).
+    ``scores`` batches and of ``histogram`` batches that carry sums (their
+    ``sums_positives + sums_negatives`` says how many); ``confusion[0]``
+    (primary threshold) covers every row, the other thresholds only the rows
+    with histograms (a ``confusion_matrix`` batch is counted at the primary
+    threshold alone).
 
     Worker protocol: every batch increments ``version`` and sets ``dirty``
     (``dirty_since`` keeps the first unprocessed change, for the lag gauge). A

@@ -29,9 +29,15 @@ DRIFT_P_VALUE = "priorwatch_drift_p_value"
 DRIFT_EFFECT = "priorwatch_drift_effect"
 """gauge {model, segment, kind}: effect size (prior: |change of pi|; likelihood: max PSI)."""
 SLA_MET = "priorwatch_sla_objective_met"
-"""gauge {model, segment, objective}: 1 met, 0.5 inconclusive, 0 breached (latest fresh window)."""
+"""gauge {model, segment, objective, metric, op}: 1 met, 0.5 inconclusive, 0 breached (latest
+fresh window)."""
 SLA_TARGET = "priorwatch_sla_objective_target"
-"""gauge {model, objective}: the objective's target value."""
+"""gauge {model, objective, metric, op}: the objective's target value."""
+DRIFT_STREAK = "priorwatch_drift_streak_windows"
+"""gauge {model, segment, kind}: consecutive most recent fresh windows with the flag raised."""
+SLA_BREACH_STREAK = "priorwatch_sla_breach_streak_windows"
+"""gauge {model, segment, objective, metric, op}: consecutive most recent fresh windows
+in which the objective is breached."""
 BATCHES_INGESTED = "priorwatch_batches_ingested"
 """counter {model} (exposed as ``..._total``): accepted batches."""
 PREDICTIONS_INGESTED = "priorwatch_predictions_ingested"
@@ -73,6 +79,8 @@ EXPOSED_NAMES: tuple[str, ...] = (
     DRIFT_EFFECT,
     SLA_MET,
     SLA_TARGET,
+    DRIFT_STREAK,
+    SLA_BREACH_STREAK,
     BATCHES_INGESTED + "_total",
     PREDICTIONS_INGESTED + "_total",
     BATCHES_REJECTED + "_total",
@@ -101,6 +109,7 @@ class FamilySpec:
 
 
 _WINDOW = ("model", "segment")
+_OBJECTIVE = ("objective", "metric", "op")
 FAMILIES: tuple[FamilySpec, ...] = (
     FamilySpec(
         WINDOW_METRIC,
@@ -149,15 +158,33 @@ FAMILIES: tuple[FamilySpec, ...] = (
         SLA_MET,
         "gauge",
         "SLA objective in the latest fresh window: 1 met, 0.5 inconclusive, 0 breached",
-        (*_WINDOW, "objective"),
+        (*_WINDOW, *_OBJECTIVE),
     ),
-    FamilySpec(SLA_TARGET, "gauge", "Target value of the SLA objective", ("model", "objective")),
+    FamilySpec(SLA_TARGET, "gauge", "Target value of the SLA objective", ("model", *_OBJECTIVE)),
     FamilySpec(BATCHES_INGESTED, "counter", "Accepted batches", ("model",)),
     FamilySpec(PREDICTIONS_INGESTED, "counter", "Accepted rows (examples)", ("model",)),
     FamilySpec(DIRTY_WINDOWS, "gauge", "Windows waiting for the worker", ()),
     FamilySpec(WORKER_LAG, "gauge", "Age of the oldest dirty mark in seconds (0 when none)", ()),
 )
 """Every family of the collector, in exposition order."""
+
+STREAK_FAMILIES: tuple[FamilySpec, ...] = (
+    FamilySpec(
+        DRIFT_STREAK,
+        "gauge",
+        "Consecutive most recent fresh windows with the drift flag raised "
+        "(untested windows skipped; capped)",
+        (*_WINDOW, "kind"),
+    ),
+    FamilySpec(
+        SLA_BREACH_STREAK,
+        "gauge",
+        "Consecutive most recent fresh windows in which the SLA objective is breached "
+        "(windows with insufficient data skipped; capped)",
+        (*_WINDOW, *_OBJECTIVE),
+    ),
+)
+"""The streak families (app/exporter/streaks.py), written after :data:`FAMILIES`."""
 
 ESTIMATE_FAMILIES: tuple[FamilySpec, ...] = (
     FamilySpec(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -98,12 +98,19 @@ class Snapshot:
 def _objectives(
     model_id: int, name: str, documents: Iterable[Mapping[str, Any]]
 ) -> tuple[Objective, ...]:
-    out = []
+    out: list[Objective] = []
     for doc in documents:
         try:
-            out.append(Objective.from_document(doc))
+            objective = Objective.from_document(doc)
         except (KeyError, TypeError, ValueError):
             log.warning("model %s (%d): skipping malformed SLA objective %r", name, model_id, doc)
+            continue
+        if objective.id in {o.id for o in out}:  # stored before ids had to be unique
+            unique = f"{objective.id}-{len(out) + 1}"
+            log.warning("model %s (%d): SLA objective id %r repeats: exported as %r",
+                        name, model_id, objective.id, unique)  # fmt: skip
+            objective = replace(objective, id=unique)
+        out.append(objective)
     return tuple(out)
 
 

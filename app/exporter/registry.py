@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from app.exporter.collector import WindowResultsCollector
 from app.exporter.estimates import EstimateCollector
 from app.exporter.rejections import RejectionCounter, RejectionCountingMiddleware
+from app.exporter.streaks import StreakCollector
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """Media type of the exposition (Prometheus text format 0.0.4)."""
@@ -29,7 +30,9 @@ class Exporter:
     ----------
     windows : WindowResultsCollector
         Stored window results, queue and ingestion counters (read per scrape);
-        its text (:meth:`render`) includes the estimates.
+        its text (:meth:`render`) includes the streaks and the estimates.
+    streaks : StreakCollector
+        Consecutive flagged or breached windows (read per scrape).
     estimates : EstimateCollector
         Stored label-free estimates and their errors (read per scrape).
     rejections : RejectionCounter
@@ -46,8 +49,9 @@ class Exporter:
     """
 
     def __init__(self, session_factory: Callable[[], Session]) -> None:
+        self.streaks = StreakCollector(session_factory)
         self.estimates = EstimateCollector(session_factory)
-        self.windows = WindowResultsCollector(session_factory, parts=(self.estimates,))
+        self.windows = WindowResultsCollector(session_factory, parts=(self.streaks, self.estimates))
         self.rejections = RejectionCounter()
         self.process = CollectorRegistry(auto_describe=False)
         self.process.register(self.rejections)
@@ -56,11 +60,13 @@ class Exporter:
         GCCollector(registry=self.process)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.windows)
+        self.registry.register(self.streaks)
         self.registry.register(self.estimates)
         self.registry.register(self.process)  # a registry is itself a collector
 
     def render(self) -> bytes:
-        """The full exposition in text format 0.0.4 (window families written directly)."""
+        """The full exposition in text format 0.0.4 (window and streak families written
+        directly)."""
         return self.windows.render_text().encode() + generate_latest(self.process)
 
 

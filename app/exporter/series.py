@@ -23,7 +23,7 @@ from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey
 from app.exporter.text import Series
-from app.services.sla_objectives import SLA_GAUGE, evaluate_objective
+from app.services.sla_objectives import SLA_GAUGE, Objective, evaluate_objective
 from app.services.windowing import window_length
 
 DRIFT_KINDS: tuple[str, ...] = ("prior", "likelihood")
@@ -88,8 +88,13 @@ def window_series(model: ModelRow, segment: str, window: LatestWindow) -> Series
         result = evaluate_objective(objective, window.metrics, window.intervals, window.reasons)
         gauge = SLA_GAUGE.get(result.status)
         if gauge is not None:
-            out[names.SLA_MET].append(((*labels, objective.label), gauge))
+            out[names.SLA_MET].append(((*labels, *objective_labels(objective)), gauge))
     return out
+
+
+def objective_labels(objective: Objective) -> tuple[str, str, str]:
+    """The ``objective``, ``metric`` and ``op`` labels of an SLA objective (no target)."""
+    return (objective.id, objective.metric, objective.op)
 
 
 def _add_drift(out: Series, labels: tuple[str, str], drift: Mapping[str, Any] | None) -> None:
@@ -116,7 +121,9 @@ def model_series(models: Iterable[ModelRow], queue: QueueStats) -> Series:
         out[names.BATCHES_INGESTED].append(((model.name,), float(model.batches)))
         out[names.PREDICTIONS_INGESTED].append(((model.name,), float(model.rows)))
         for objective in model.objectives:
-            out[names.SLA_TARGET].append(((model.name, objective.label), objective.target))
+            out[names.SLA_TARGET].append(
+                ((model.name, *objective_labels(objective)), objective.target)
+            )
     out[names.DIRTY_WINDOWS].append(((), float(queue.dirty_windows)))
     out[names.WORKER_LAG].append(((), queue.lag_seconds))
     return out

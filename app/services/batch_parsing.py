@@ -12,6 +12,9 @@ Two parsers, one meaning:
   repeated in any object is refused on this path (app/services/json_keys.py),
   so both parsers give the same answer.
 
+Histogram batches give each class densely or in the sparse form of
+:mod:`app.services.sparse_histogram`, optionally with score sums.
+
 Validation of scores and labels is :func:`app.metrics._validation.
 check_scores_labels` (one place decides). Every error is
 :class:`InvalidInput` naming the field, or :class:`MalformedBody`; nothing
@@ -36,16 +39,19 @@ from app.metrics.binning import histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
-from app.services.count_limits import check_batch_counts, check_batch_total
+from app.services.count_limits import MAX_BATCH_COUNT, check_batch_counts, check_batch_total
 from app.services.errors import MalformedBody
 from app.services.json_keys import check_unique_keys, duplicated_key
 from app.services.model_config import ModelConfig
+from app.services.sparse_histogram import parse_score_sums, parse_sparse_counts
 from app.services.timestamps import EXAMPLE, parse_instant, shown
 from app.services.windowing import window_start
 
 BATCH_FIELDS = frozenset(
     {"timestamp", "segment", "scores", "labels", "histogram", "confusion_matrix"}
 )
+HISTOGRAM_FIELDS = frozenset({"positives", "negatives", "sums", "unlabelled"})
+"""Keys of a histogram batch's object."""
 
 Counts = npt.NDArray[np.int64]
 
@@ -65,7 +71,8 @@ class ParsedBatch:
     confusion : one entry per model threshold (primary first): the exact
         matrix at that threshold, or None where the batch does not tell it
         (a confusion-matrix batch only knows the primary threshold).
-    sums : per-example probability sums (scores batches only), else None.
+    sums : per-example probability sums (scores batches, and histogram batches
+        that carry ``sums``), else None.
     unlabelled : int64, shape (n_bins,), or None: rows without labels per bin
         (``scores`` without ``labels``, or a histogram's ``unlabelled``).
     n_unlabelled : rows without labels (not counted in ``n``).
@@ -235,6 +242,13 @@ def _count_array(field: str, raw: Any, size: int) -> Counts:
     return counts
 
 
+def _class_counts(field: str, raw: Any, size: int) -> Counts:
+    """One class of a histogram batch: dense (an array) or sparse (an object)."""
+    if isinstance(raw, dict):
+        return parse_sparse_counts(field, raw, size, max_count=MAX_BATCH_COUNT)
+    return _count_array(field, raw, size)
+
+
 def _confusion_from_histograms(
     model: ModelConfig, pos: Counts, neg: Counts
 ) -> tuple[ConfusionCounts, ...]:
@@ -320,17 +334,22 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
         raw = doc["histogram"]
         keys = set(raw) if isinstance(raw, dict) else set()
         labelled = {"positives", "negatives"}
-        if not keys or not keys <= labelled | {"unlabelled"} or len(keys & labelled) == 1:
+        if not keys or len(keys & labelled) == 1 or keys.isdisjoint(labelled | {"unlabelled"}):
             raise InvalidInput(
                 "histogram",
                 'must be an object {"positives": [...], "negatives": [...]}, '
                 '{"unlabelled": [...]} or all three',
             )
+        unknown_keys = sorted(keys - HISTOGRAM_FIELDS)
+        if unknown_keys:
+            raise InvalidInput(f"histogram.{unknown_keys[0]}", "unknown field")
+        if "sums" in keys and not labelled <= keys:
+            raise InvalidInput("histogram.sums", "needs positives and negatives")
         if labelled <= keys:
-            pos = _count_array("histogram.positives", raw["positives"], model.n_bins)
-            neg = _count_array("histogram.negatives", raw["negatives"], model.n_bins)
+            pos = _class_counts("histogram.positives", raw["positives"], model.n_bins)
+            neg = _class_counts("histogram.negatives", raw["negatives"], model.n_bins)
         if "unlabelled" in keys:
-            unlabelled = _count_array("histogram.unlabelled", raw["unlabelled"], model.n_bins)
+            unlabelled = _class_counts("histogram.unlabelled", raw["unlabelled"], model.n_bins)
         # every count is at most 2^40, so the int64 sums below cannot overflow
         check_batch_total(
             "histogram", sum(int(c.sum()) for c in (pos, neg, unlabelled) if c is not None)
@@ -339,6 +358,8 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
             positives = int(pos.sum())
             n = positives + int(neg.sum())
             confusion = _confusion_from_histograms(model, pos, neg)
+            if "sums" in raw:
+                sums = parse_score_sums(raw["sums"], positives, n - positives)
     else:
         cm = _parse_confusion_matrix(doc["confusion_matrix"])
         confusion = (cm,) + (None,) * (len(model.thresholds) - 1)

@@ -73,6 +73,12 @@ class SlaObjective(_Strict):
         description="decide each window from the credible interval (met, breached or "
         "inconclusive) or from the point value alone (docs/reading.md)",
     )
+    id: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.:@=-]{1,64}$",
+        description="stable name in Prometheus labels (default: metric and op, e.g. "
+        "calibrated_f1_ge); unique within the model",
+    )
 
 
 class DriftReference(_Strict):

@@ -30,16 +30,27 @@ from app.services.auth_cache import AUTH_CACHE
 from app.services.errors import ModelAlreadyExists, ModelNotFound
 from app.services.metric_names import check_metric_name
 from app.services.model_settings import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
+from app.services.sla_objectives import Objective
 
 
 def _check_sla(objectives: Sequence[SlaObjective]) -> list[dict[str, Any]]:
     out = []
+    ids: set[str] = set()
     for i, objective in enumerate(objectives):
         try:
             check_metric_name(objective.metric)
         except InvalidInput as exc:
             raise InvalidInput(f"sla.{i}.metric", exc.reason) from None
-        out.append(objective.model_dump(mode="json"))
+        doc = objective.model_dump(mode="json", exclude_none=True)
+        objective_id = Objective.from_document(doc).id
+        if objective_id in ids:
+            raise InvalidInput(
+                f"sla.{i}.id",
+                f"objective id {objective_id!r} is already used by another objective "
+                "of this model: give each objective on the same metric and op its own id",
+            )
+        ids.add(objective_id)
+        out.append(doc)
     return out
 
 

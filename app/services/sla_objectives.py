@@ -20,7 +20,7 @@ has no interval: :func:`has_interval`) the point value alone decides.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
@@ -72,29 +72,47 @@ def has_interval(name: str) -> bool:
     return name in LABELING_METRICS and not LABELING_METRICS[name].prior_dependent
 
 
+OP_NAMES: Mapping[str, str] = {">=": "ge", "<=": "le"}
+"""Objective op -> its name in a default objective id."""
+
+
+def default_objective_id(metric: str, op: str) -> str:
+    """``"calibrated_f1_ge"``: the id of an objective that names none (no target in it)."""
+    return f"{metric}_{OP_NAMES[op]}"
+
+
 @dataclass(frozen=True)
 class Objective:
     """One SLA objective: ``metric op target`` should hold in every window.
 
     ``requested`` is the client's ``evidence`` setting (``interval`` or
-    ``point``); :attr:`evidence` is what is used.
+    ``point``); :attr:`evidence` is what is used. ``id`` names it in
+    Prometheus labels; it never contains the target, so a changed target
+    keeps the same series. Default: :func:`default_objective_id`.
     """
 
     metric: str
     op: str
     target: float
     requested: str = INTERVAL
+    id: str = field(default="", kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            object.__setattr__(self, "id", default_objective_id(self.metric, self.op))
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> Objective:
-        """From the stored ``{"metric", "op", "target", "evidence"?}`` (model.sla)."""
+        """From the stored ``{"metric", "op", "target", "evidence"?, "id"?}`` (model.sla)."""
         op = str(doc["op"])
-        if op not in (">=", "<="):
+        if op not in OP_NAMES:
             raise ValueError(f"objective op {op!r} is not '>=' or '<='")
         evidence = str(doc.get("evidence", INTERVAL))
         if evidence not in EVIDENCE:
             raise ValueError(f"objective evidence {evidence!r} is not 'interval' or 'point'")
-        return cls(str(doc["metric"]), op, float(doc["target"]), evidence)
+        return cls(
+            str(doc["metric"]), op, float(doc["target"]), evidence, id=str(doc.get("id") or "")
+        )
 
     @property
     def evidence(self) -> str:
@@ -125,6 +143,7 @@ class Objective:
         """The objective in the report's ``objectives`` list."""
         return {
             "objective": self.label,
+            "id": self.id,
             "metric": self.metric,
             "evaluated_as": self.evaluated_as,
             "op": self.op,
@@ -175,6 +194,7 @@ class ObjectiveResult:
         o = self.objective
         return {
             "objective": o.label,
+            "id": o.id,
             "metric": o.metric,
             "evaluated_as": o.evaluated_as,
             "op": o.op,

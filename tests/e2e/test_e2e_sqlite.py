@@ -390,8 +390,13 @@ def _check_prometheus(
     assert get("priorwatch_window_end_timestamp_seconds", model=MODEL, segment="all") == end
     assert get("priorwatch_drift_flag", model=MODEL, segment="all", kind="likelihood") == 1
     assert get("priorwatch_drift_flag", model=MODEL, segment="all", kind="prior") == 0
-    assert get("priorwatch_sla_objective_met", model=MODEL, segment="all", objective="f1>=0.7") == 0
-    assert get("priorwatch_sla_objective_target", model=MODEL, objective="f1>=0.7") == 0.7
+    f1 = {"objective": "f1_ge", "metric": "f1", "op": ">="}  # no target in the labels
+    assert get("priorwatch_sla_objective_met", model=MODEL, segment="all", **f1) == 0
+    assert get("priorwatch_sla_objective_target", model=MODEL, **f1) == 0.7
+    # the two latest windows are P(s|y)-shifted and flagged
+    assert (
+        get("priorwatch_drift_streak_windows", model=MODEL, segment="all", kind="likelihood") == 2
+    )
     examples = {
         c: get("priorwatch_window_examples", model=MODEL, segment="all", **{"class": c})
         for c in ("positive", "negative")

@@ -146,6 +146,34 @@ def test_sla_metric_names_are_those_of_evaluate(api: Any) -> None:
     assert r.status_code == 422 and r.json()["errors"][0]["field"] == "sla.0.metric"
 
 
+def test_sla_objective_ids_are_unique_per_model(api: Any) -> None:
+    """Two objectives on the same metric and op need their own ids (the default id is
+    metric and op, never the target); nothing is stored otherwise."""
+    floor = {"metric": "recall", "op": ">=", "target": 0.5}
+    strict = {"metric": "recall", "op": ">=", "target": 0.8}
+    r = api.client.post(
+        "/v1/models", json={"name": "n", "pi0": 0.1, "sla": [floor, strict]}, headers=api.admin
+    )
+    assert r.status_code == 422, r.text
+    (error,) = r.json()["errors"]
+    assert error["field"] == "sla.1.id" and "recall_ge" in error["reason"]
+    assert api.client.get("/v1/models", headers=api.admin).json() == {"models": []}
+    r = api.client.post(
+        "/v1/models",
+        json={"name": "n", "pi0": 0.1, "sla": [floor, {**strict, "id": "recall-strict"}]},
+        headers=api.admin,
+    )
+    assert r.status_code == 201, r.text
+    stored = [
+        {**floor, "evidence": "interval"},
+        {**strict, "evidence": "interval", "id": "recall-strict"},
+    ]
+    assert r.json()["sla"] == stored
+    bad = {**floor, "id": "recall strict>=0.8"}
+    r = api.client.patch("/v1/models/n", json={"sla": [bad]}, headers=api.admin)
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "sla.0.id"
+
+
 def test_duplicate_name_is_a_conflict(api: Any) -> None:
     api.create_model("m")
     r = api.client.post("/v1/models", json={"name": "m", "pi0": 0.3}, headers=api.admin)

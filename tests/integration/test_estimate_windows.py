@@ -238,6 +238,13 @@ def test_exposition_keeps_labelled_gauges_on_the_latest_labelled_window(api: Api
             "fraud", token, {"timestamp": _at(5), "segment": "eu", "histogram": hist}
         )
         assert r.status_code == 202, r.text
+    drain(api.client)
+    before = _samples(api.client.get("/metrics").text)
+    streaks = {k: v for k, v in before.items() if k[0].endswith("_streak_windows")}
+    assert (
+        _get(before, "priorwatch_drift_streak_windows", model="fraud", segment="eu", kind="prior")
+        == 1
+    )
     later = STREAM.window(rng, n=6_000, prior=0.2)  # hour 7: unlabelled only
     body = {
         "timestamp": _at(7),
@@ -259,6 +266,8 @@ def test_exposition_keeps_labelled_gauges_on_the_latest_labelled_window(api: Api
     assert _get(s, "priorwatch_window_metric", **eu, metric="precision") == pytest.approx(
         w5["metrics"]["precision"], rel=1e-15
     )
+    # a window of unlabelled rows resets no streak
+    assert {k: v for k, v in s.items() if k[0].endswith("_streak_windows")} == streaks
     # estimate gauges: the latest window with unlabelled rows (hour 7)
     assert _get(s, "priorwatch_estimate_window_end_timestamp_seconds", **eu) == end7
     est = w7["estimate"]

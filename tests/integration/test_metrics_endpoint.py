@@ -117,9 +117,11 @@ def test_latest_fresh_windows_are_exposed_as_stored(data: Populated) -> None:
 
 def test_sla_gauges_agree_with_the_report(data: Populated) -> None:
     _, samples = _scrape(data)
-    for objective in OBJECTIVES:
-        label = f"{objective['metric']}{objective['op']}{float(objective['target'])!r}"
-        target = _get(samples, names.SLA_TARGET, model=MODEL, objective=label)
+    report = data.get("/sla")
+    for objective, listed in zip(OBJECTIVES, report["objectives"], strict=True):
+        labels = {"objective": listed["id"], "metric": objective["metric"], "op": objective["op"]}
+        assert str(objective["target"]) not in listed["id"]
+        target = _get(samples, names.SLA_TARGET, model=MODEL, **labels)
         assert target == objective["target"]
     for segment in (None, *SEGMENTS):
         latest = _latest_fresh(data, segment)
@@ -129,9 +131,8 @@ def test_sla_gauges_agree_with_the_report(data: Populated) -> None:
         (window,) = data.get("/sla", **params)["windows"]
         seg = segment or ALL_SEGMENTS_LABEL
         for result in window["objectives"]:
-            met = _get(
-                samples, names.SLA_MET, model=MODEL, segment=seg, objective=result["objective"]
-            )
+            labels = {"objective": result["id"], "metric": result["metric"], "op": result["op"]}
+            met = _get(samples, names.SLA_MET, model=MODEL, segment=seg, **labels)
             expected = {"met": 1.0, "breached": 0.0}.get(result["status"])
             assert met == expected, result
 
@@ -198,8 +199,9 @@ def test_scrape_runs_a_fixed_number_of_queries(data: Populated) -> None:
     _scrape(data)  # fills the text cache
     with _statements(data) as warm:
         _scrape(data)
-    # models, latest keys, queue (+ BEGIN on SQLite), and the estimates (one statement)
-    assert len(warm) <= 5 and _documents_read(warm) == 0
+    # models, latest keys, queue (+ BEGIN on SQLite), the keys of the streak windows, and
+    # the estimates (one statement)
+    assert len(warm) <= 6 and _documents_read(warm) == 0
     for i in range(3):
         body = {"name": f"extra-{i}", "pi0": 0.2, "segments": ["a", "b"], "n_bins": 100}
         assert data.client.post("/v1/models", json=body, headers=data.admin).status_code == 201
@@ -223,13 +225,15 @@ def test_new_batches_show_in_the_queue_then_in_the_gauges(data: Populated) -> No
     drain(data.client)
     with _statements(data) as statements:
         _, samples = _scrape(data)
-    # only the changed windows' documents are read again, in one statement
+    # only the changed windows' documents are read again, in one statement (the
+    # streaks extract their few values in SQL)
     assert _documents_read(statements) == 1
     exporter: Exporter = data.client.app.state.exporter  # type: ignore[attr-defined]
     uncached = render_series(FAMILIES, series(exporter.windows.snapshot()))
-    estimates = CollectorRegistry(auto_describe=False)
-    estimates.register(exporter.estimates)  # prometheus_client's path: its own session
-    expected = {**_families(uncached), **_families(generate_latest(estimates).decode())}
+    parts = CollectorRegistry(auto_describe=False)
+    parts.register(exporter.streaks)  # prometheus_client's path: its own session and models
+    parts.register(exporter.estimates)
+    expected = {**_families(uncached), **_families(generate_latest(parts).decode())}
     assert _families(exporter.windows.render_text()) == expected
     assert _get(samples, names.DIRTY_WINDOWS) == 0
     assert (

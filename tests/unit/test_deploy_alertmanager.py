@@ -70,17 +70,16 @@ def test_inhibit_rules_name_existing_alerts_and_labels() -> None:
             ), label
 
 
-def test_the_certain_miss_silences_the_point_estimate_warning() -> None:
-    rule = next(
-        r
-        for r in CONFIG["inhibit_rules"]
-        if ("alertname", "=", "PriorwatchCalibratedMetricBelowObjective")
-        in _matchers(r, "source_matchers")
-    )
-    assert ("alertname", "=", "PriorwatchSLAObjectiveBreached") in _matchers(
-        rule, "target_matchers"
-    )
-    assert set(rule["equal"]) == {"model", "segment", "objective"}
+def test_a_critical_alert_silences_only_its_own_warning_twin() -> None:
+    """Critical SLA breach of one objective must not hide the warning of another."""
+    (rule,) = [
+        r for r in CONFIG["inhibit_rules"]
+        if ("severity", "=", "critical") in _matchers(r, "source_matchers")
+    ]  # fmt: skip
+    assert ("severity", "=", "warning") in _matchers(rule, "target_matchers")
+    assert set(rule["equal"]) == {"alertname", "model", "segment", "objective"}
+    twins = {name for name, rule in ALERTS.items() if rule["labels"]["severity"] == "critical"}
+    assert {"PriorwatchSLAObjectiveBreached", "PriorwatchWorkerLagHigh"} <= twins
 
 
 @needs_amtool
@@ -98,9 +97,8 @@ def test_amtool_accepts_the_config() -> None:
     ("labels", "receiver"),
     [
         ({"alertname": "PriorwatchPriorShift", "severity": "info"}, "blackhole"),
-        ({"alertname": "PriorwatchLikelihoodDrift", "severity": "warning"}, "team"),
-        ({"alertname": "PriorwatchCalibratedMetricBelowObjective", "severity": "critical"},
-         "oncall"),
+        ({"alertname": "PriorwatchNoFreshWindow", "severity": "warning"}, "team"),
+        ({"alertname": "PriorwatchLikelihoodDrift", "severity": "critical"}, "oncall"),
     ],
 )  # fmt: skip
 def test_amtool_routes_each_severity(labels: dict[str, str], receiver: str) -> None:

@@ -124,8 +124,7 @@ def test_every_query_is_filtered_by_the_selected_model_and_segment() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "invariant"),
-    [("f1", "calibrated_f1"), ("precision", "calibrated_precision"),
-     ("auc_pr", "calibrated_auc_pr")],
+    [("f1", "calibrated_f1"), ("precision", "calibrated_precision")],
 )  # fmt: skip
 def test_raw_and_calibrated_metric_share_a_panel_with_the_interval(
     raw: str, invariant: str
@@ -138,6 +137,16 @@ def test_raw_and_calibrated_metric_share_a_panel_with_the_interval(
             assert panel["type"] == "timeseries"
             return
     pytest.fail(f"no panel shows {raw} next to {invariant}")
+
+
+def test_raw_and_calibrated_auc_pr_share_a_panel_without_an_interval() -> None:
+    """The worker stores no interval for calibrated AUC-PR: the panel asks for none."""
+    (panel,) = [
+        p for p in _data_panels() if {"auc_pr", "calibrated_auc_pr"} <= _selected_metrics(p)
+    ]
+    exprs = " ".join(t["expr"] for t in panel["targets"])
+    assert "priorwatch_window_metric_lower" not in exprs
+    assert "priorwatch_window_metric_upper" not in exprs
 
 
 def test_required_views_are_present() -> None:
@@ -202,3 +211,68 @@ def test_every_query_is_valid_promql(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(exprs)} rules found" in result.stdout
+
+
+#: Metrics whose values lie in [0, 1] (shown as percentages); MCC lies in [-1, 1].
+UNIT_INTERVAL = re.compile(
+    r"(calibrated_)?(f1|precision|auc_pr|recall|specificity|balanced_accuracy"
+    r"|weighted_accuracy|prior)|ops_\.\*"
+)
+PER_SECOND_UNITS = {"reqps", "cps", "ops", "rps", "wps"}
+
+
+def _unit(panel: dict[str, Any]) -> str | None:
+    unit: str | None = panel["fieldConfig"]["defaults"].get("unit")
+    return unit
+
+
+def test_every_panel_has_a_unit() -> None:
+    for panel in _data_panels():
+        assert _unit(panel), panel["title"]
+
+
+def test_unit_interval_metrics_are_percentages_and_rates_per_second() -> None:
+    for panel in _data_panels():
+        metrics = _selected_metrics(panel)
+        exprs = " ".join(t["expr"] for t in panel["targets"])
+        if metrics and all(UNIT_INTERVAL.fullmatch(m) for m in metrics):
+            assert _unit(panel) == "percentunit", panel["title"]
+        if "priorwatch_drift_p_value" in exprs:
+            assert _unit(panel) == "percentunit", panel["title"]
+        if "rate(" in exprs:
+            assert _unit(panel) in PER_SECOND_UNITS, panel["title"]
+
+
+def test_the_p_value_panel_can_draw_zero() -> None:
+    """A log axis cannot draw p = 0, the value of a strongly drifted window."""
+    (panel,) = [
+        p for p in _data_panels()
+        if any("priorwatch_drift_p_value" in t["expr"] for t in p["targets"])
+    ]  # fmt: skip
+    defaults = panel["fieldConfig"]["defaults"]
+    assert defaults["custom"]["scaleDistribution"]["type"] == "linear"
+    assert defaults["min"] == 0
+
+
+def test_window_panels_say_they_show_the_latest_window_and_link_to_its_history() -> None:
+    for panel in _data_panels():
+        exprs = " ".join(t["expr"] for t in panel["targets"])
+        if not BY_SEGMENT.search(exprs) and "streak" not in exprs:
+            continue
+        text = panel["title"] + " " + panel["description"]
+        assert "latest" in text and "window" in text, panel["title"]
+        urls = {link["url"] for link in panel["links"]}
+        assert urls == {
+            "${api_url}/v1/models/${model}/windows",
+            "${api_url}/v1/models/${model}/sla",
+        }
+    assert _variables()["api_url"]["type"] == "textbox"
+
+
+def test_streak_gauges_are_shown_as_the_alerts_read_them() -> None:
+    exprs = " ".join(t["expr"] for p in _data_panels() for t in p["targets"])
+    assert (
+        'priorwatch_drift_streak_windows{model="$model", segment=~"$segment", kind="likelihood"}'
+        in exprs
+    )
+    assert "priorwatch_sla_breach_streak_windows" in exprs

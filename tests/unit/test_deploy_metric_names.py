@@ -36,6 +36,8 @@ EXPOSITION_NAMES: tuple[str, ...] = (
     "priorwatch_drift_effect",
     "priorwatch_sla_objective_met",
     "priorwatch_sla_objective_target",
+    "priorwatch_drift_streak_windows",
+    "priorwatch_sla_breach_streak_windows",
     "priorwatch_batches_ingested_total",
     "priorwatch_predictions_ingested_total",
     "priorwatch_batches_rejected_total",
@@ -161,12 +163,17 @@ def test_every_recorded_name_is_used_by_another_rule() -> None:
 
 def test_rules_read_every_exposed_name_they_should() -> None:
     names = set().union(*(promql_metric_names(str(rule["expr"])) for rule in _rules()))
-    # p-values, examples, point values and row counts are for people (dashboard)
+    # p-values, examples, values, intervals, per-window SLA verdicts and targets and
+    # row counts are for people (dashboard); the SLA alerts read the breach streaks
     for_people = {
         "priorwatch_drift_p_value",
         "priorwatch_predictions_ingested_total",
         "priorwatch_window_examples",
         "priorwatch_window_metric",
+        "priorwatch_window_metric_lower",
+        "priorwatch_window_metric_upper",
+        "priorwatch_sla_objective_met",
+        "priorwatch_sla_objective_target",
         # the label-free estimate (only its verdict alerts)
         "priorwatch_window_estimate",
         "priorwatch_window_estimate_lower",

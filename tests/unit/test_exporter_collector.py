@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 from app.db.models import ALL_SEGMENTS
 from app.db.queue import QueueStats
 from app.exporter import names
-from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey
+from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey, _objectives
 from app.exporter.rejections import RejectionCounter
 from app.exporter.series import families
 from app.services.sla_objectives import Objective
@@ -28,7 +28,9 @@ START = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)
 F1_OBJECTIVE = Objective("calibrated_f1", ">=", 0.6)
 BRIER_OBJECTIVE = Objective("brier", "<=", 0.1)
 RECALL_OBJECTIVE = Objective("recall", ">=", 0.5)
-UNSURE_OBJECTIVE = Objective("calibrated_f1", ">=", 0.65)  # interval (0.6, 0.8) straddles
+UNSURE_OBJECTIVE = Objective(  # interval (0.6, 0.8) straddles
+    "calibrated_f1", ">=", 0.65, id="calibrated_f1_stretch"
+)
 
 
 def _model(**overrides: Any) -> ModelRow:
@@ -132,12 +134,41 @@ def test_drift_and_sla_gauges() -> None:
     assert _get(s, names.DRIFT_FLAG, **m, kind="likelihood") == 1
     assert _get(s, names.DRIFT_P_VALUE, **m, kind="likelihood") == 1e-5
     assert _get(s, names.DRIFT_EFFECT, **m, kind="prior") == 0.01
-    assert _get(s, names.SLA_MET, **m, objective="calibrated_f1>=0.6") == 1
-    assert _get(s, names.SLA_MET, **m, objective="brier<=0.1") == 0
-    assert _get(s, names.SLA_MET, **m, objective="recall>=0.5") is None  # insufficient data
-    assert _get(s, names.SLA_MET, **m, objective="calibrated_f1>=0.65") == 0.5  # inconclusive
-    for objective, target in (("calibrated_f1>=0.6", 0.6), ("brier<=0.1", 0.1)):
-        assert _get(s, names.SLA_TARGET, model="fraud", objective=objective) == target
+    f1 = {"objective": "calibrated_f1_ge", "metric": "calibrated_f1", "op": ">="}
+    brier = {"objective": "brier_le", "metric": "brier", "op": "<="}
+    recall = {"objective": "recall_ge", "metric": "recall", "op": ">="}
+    assert _get(s, names.SLA_MET, **m, **f1) == 1
+    assert _get(s, names.SLA_MET, **m, **brier) == 0
+    assert _get(s, names.SLA_MET, **m, **recall) is None  # insufficient data
+    unsure = {"objective": "calibrated_f1_stretch", "metric": "calibrated_f1", "op": ">="}
+    assert _get(s, names.SLA_MET, **m, **unsure) == 0.5  # inconclusive
+    for labels, target in ((f1, 0.6), (brier, 0.1), (recall, 0.5)):
+        assert _get(s, names.SLA_TARGET, model="fraud", **labels) == target
+
+
+def test_objective_labels_do_not_change_with_the_target() -> None:
+    """A new target keeps the series (labels without the target); an explicit id wins."""
+    moved = Objective("calibrated_f1", ">=", 0.75)
+    named = Objective("calibrated_f1", ">=", 0.75, id="f1-floor")
+    window = _window()
+    labels = {}
+    for objective in (F1_OBJECTIVE, moved, named):
+        model = _model(objectives=(objective,))
+        s = _samples(_exposition(_snapshot([model], [window])))
+        (key,) = [k for k in s if k[0] == names.SLA_TARGET]
+        labels[objective] = dict(key[1])
+        assert s[key] == objective.target
+    assert (
+        labels[F1_OBJECTIVE]
+        == labels[moved]
+        == {
+            "model": "fraud",
+            "objective": "calibrated_f1_ge",
+            "metric": "calibrated_f1",
+            "op": ">=",
+        }
+    )
+    assert labels[named]["objective"] == "f1-floor"
 
 
 def test_reference_window_has_no_drift_samples() -> None:
@@ -182,8 +213,8 @@ def test_counters_and_queue() -> None:
     # no window yet: no window gauges, but every family is declared
     assert not [k for k in s if k[0] == names.WINDOW_METRIC]
     declared = {f.name for f in text_string_to_metric_families(text)}
-    estimates = {f.name for f in names.ESTIMATE_FAMILIES}  # app/exporter/estimates.py
-    assert {n.removesuffix("_total") for n in names.EXPOSED_NAMES} - estimates <= declared
+    extra = {f.name for f in (*names.STREAK_FAMILIES, *names.ESTIMATE_FAMILIES)}  # other collectors
+    assert {n.removesuffix("_total") for n in names.EXPOSED_NAMES} - extra <= declared
 
 
 def test_empty_queue_has_zero_lag() -> None:
@@ -193,7 +224,7 @@ def test_empty_queue_has_zero_lag() -> None:
 
 
 def test_exposed_names_follow_prometheus_conventions() -> None:
-    assert len(set(names.EXPOSED_NAMES)) == len(names.EXPOSED_NAMES) == 23
+    assert len(set(names.EXPOSED_NAMES)) == len(names.EXPOSED_NAMES) == 25
     for name in names.EXPOSED_NAMES:
         assert name.startswith(names.PREFIX)
         assert name == name.lower()
@@ -213,3 +244,17 @@ def test_promtool_accepts_the_exposition() -> None:
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_repeated_objective_ids_of_older_settings_stay_distinct_series() -> None:
+    """Settings stored before ids had to be unique: two objectives on the same metric
+    and op must not write the same series twice (Prometheus would refuse the scrape)."""
+    docs = [
+        {"metric": "recall", "op": ">=", "target": 0.5},
+        {"metric": "recall", "op": ">=", "target": 0.8},
+    ]
+    objectives = _objectives(1, "fraud", docs)
+    assert [o.id for o in objectives] == ["recall_ge", "recall_ge-2"]
+    s = _samples(_exposition(_snapshot([_model(objectives=objectives)], [_window()])))
+    targets = {dict(k[1])["objective"]: v for k, v in s.items() if k[0] == names.SLA_TARGET}
+    assert targets == {"recall_ge": 0.5, "recall_ge-2": 0.8}

@@ -78,7 +78,7 @@ def test_histogram_with_unlabelled_counts_alone_or_beside_the_labelled_ones() ->
             "histogram",
         ),
         ({"timestamp": GOOD_TS, "histogram": {}}, "histogram"),
-        ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [1] * J, "x": 1}}, "histogram"),
+        ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [1] * J, "x": 1}}, "histogram.x"),
         ({"timestamp": GOOD_TS, "histogram": [1] * J}, "histogram"),
         (
             {"timestamp": GOOD_TS, "histogram": {"unlabelled": [2**39] * 3 + [0] * (J - 3)}},

@@ -39,6 +39,8 @@ LAYERS: dict[str, str] = {
     "app.worker": "worker",
     "app.exporter": "exporter",
     "app.api": "web",
+    "app.client": "client",
+    "app.cli": "entry",
 }
 """Every package of app/ and its layer (see CONTRIBUTING.md, "Layers")."""
 
@@ -91,6 +93,7 @@ RULES: tuple[Rule, ...] = (
     Rule("app.db", ("app.services", "app.worker", "app.exporter", *WEB)),
     Rule("app.worker", (*WEB, "app.exporter")),
     Rule("app.exporter", METRICS_COMPUTATION),
+    Rule("app.client", (*STORAGE, *WEB, *EXPORTER, "app.worker", "app.config", "app.cli")),
 )
 """The layering rules. To add a pure package (e.g. app.estimation), add it to
 LAYERS and add ``Rule("app.estimation", (*STORAGE, *WEB, *EXPORTER, *DOMAIN),

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.api.routes.sla import wants_csv
+from app.api.routes.sla import CSV_MEDIA_TYPE, preferred_media
 from app.metrics.evaluate import OPS_METRICS
 from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
 from app.services.metric_names import metric_names
@@ -256,4 +256,4 @@ def test_report_windows_summary_and_csv() -> None:
     ],
 )
 def test_accept_negotiation(accept: str | None, csv_wanted: bool) -> None:
-    assert wants_csv(accept) is csv_wanted
+    assert (preferred_media(accept) == CSV_MEDIA_TYPE) is csv_wanted

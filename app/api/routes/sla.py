@@ -1,4 +1,5 @@
-"""SLA report of a model (read scope): JSON, or CSV on ``Accept: text/csv``."""
+"""SLA report of a model (read scope): JSON, CSV on ``Accept: text/csv``, an HTML
+page on ``Accept: text/html``."""
 
 from __future__ import annotations
 
@@ -15,10 +16,13 @@ from app.api.routes.models import PROBLEMS
 from app.api.routes.windows import FromQuery, SegmentQuery, ToQuery
 from app.services.model_config import ModelConfig
 from app.services.sla import report_to_csv, sla_report
+from app.services.sla_html import report_to_html
 
 router = APIRouter(prefix="/v1/models/{name}/sla", tags=["sla"])
 
 CSV_MEDIA_TYPE = "text/csv"
+HTML_MEDIA_TYPE = "text/html"
+JSON_MEDIA_TYPE = "application/json"
 
 
 class SlaReportOut(BaseModel):
@@ -39,10 +43,16 @@ class SlaReportOut(BaseModel):
     )
 
 
-def wants_csv(accept: str | None) -> bool:
-    """True when the Accept header prefers ``text/csv`` to JSON."""
+def preferred_media(accept: str | None) -> str:
+    """The report's media type for an Accept header: JSON, CSV or HTML.
+
+    CSV or HTML is chosen when its quality is positive and at least that of
+    JSON (``*/*`` counts as slightly less than an explicit JSON); between the
+    two, the higher quality wins, CSV on a tie. So a browser (``text/html``
+    first, ``*/*;q=0.8``) gets the page and a plain client JSON.
+    """
     if not accept:
-        return False
+        return JSON_MEDIA_TYPE
     ranked: dict[str, float] = {}
     for part in accept.split(","):
         media, *params = (p.strip() for p in part.split(";"))
@@ -54,16 +64,21 @@ def wants_csv(accept: str | None) -> bool:
                 except ValueError:
                     quality = 0.0
         ranked[media.lower()] = max(quality, ranked.get(media.lower(), 0.0))
-    csv_q = ranked.get(CSV_MEDIA_TYPE, 0.0)
-    json_q = max(ranked.get("application/json", 0.0), ranked.get("*/*", 0.0) * 0.99)
-    return csv_q > 0.0 and csv_q >= json_q
+    json_q = max(ranked.get(JSON_MEDIA_TYPE, 0.0), ranked.get("*/*", 0.0) * 0.99)
+    best, best_q = JSON_MEDIA_TYPE, 0.0
+    for media in (CSV_MEDIA_TYPE, HTML_MEDIA_TYPE):
+        q = ranked.get(media, 0.0)
+        if q > 0.0 and q >= json_q and q > best_q:
+            best, best_q = media, q
+    return best
 
 
 @router.get(
     "",
     response_model=SlaReportOut,
-    responses={**PROBLEMS, 200: {"content": {CSV_MEDIA_TYPE: {}}}},
-    summary="SLA report against pi0 and the objectives (read scope; CSV on Accept: text/csv)",
+    responses={**PROBLEMS, 200: {"content": {CSV_MEDIA_TYPE: {}, HTML_MEDIA_TYPE: {}}}},
+    summary="SLA report against pi0 and the objectives "
+    "(read scope; CSV on Accept: text/csv, HTML on Accept: text/html)",
 )
 def get_sla_report(
     model: ReadModelDep,
@@ -81,11 +96,16 @@ def get_sla_report(
         to=to,
         now=datetime.now(UTC),
     )
-    if wants_csv(accept):
+    media = preferred_media(accept)
+    if media == HTML_MEDIA_TYPE:
+        return Response(
+            report_to_html(report.to_dict()), media_type=f"{HTML_MEDIA_TYPE}; charset=utf-8"
+        )
+    if media == CSV_MEDIA_TYPE:
         filename = f"sla-{report.model}.csv"
         return Response(
             report_to_csv(report),
             media_type=f"{CSV_MEDIA_TYPE}; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{filename}"'},
         )
-    return Response(orjson.dumps(report.to_dict()), media_type="application/json")
+    return Response(orjson.dumps(report.to_dict()), media_type=JSON_MEDIA_TYPE)

@@ -1,7 +1,12 @@
 """The ``priorwatch`` command (README.md, "Command line").
 
 Each command parses its options and hands over to the module that owns the
-work; imports are deferred so ``priorwatch --help`` stays instant.
+work; heavy imports are deferred so ``priorwatch --help`` stays instant. The
+commands that talk to a running service live beside this module: ``models``
+and ``keys`` (admin.py), ``windows`` and ``sla`` (read.py), ``ingest``
+(ingest.py), ``simulate`` (simulate.py). Help is rendered by click's plain
+formatter (``rich_markup_mode=None``), which shows flags without a value
+placeholder. Options and exit codes: docs/cli.md.
 """
 
 from __future__ import annotations
@@ -11,11 +16,20 @@ from typing import Annotated
 
 import typer
 
+from app.cli.admin import keys_cli, models_cli
+from app.cli.ingest import ingest_command
+from app.cli.read import sla_command, windows_command
+from app.cli.service import EXIT_CODES_EPILOG
+from app.cli.simulate import simulate_command
+
 cli = typer.Typer(
     name="priorwatch",
     help="Prior-invariant performance monitoring for binary classifiers.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=None,
+    epilog=EXIT_CODES_EPILOG,
+    context_settings={"help_option_names": ["--help", "-h"]},
 )
 
 
@@ -32,6 +46,26 @@ def _prepare_schema(migrate: bool) -> None:
     except SchemaNotReady as exc:
         typer.echo(f"priorwatch: not starting: {exc}", err=True)
         raise typer.Exit(3) from None
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"priorwatch {version('priorwatch')}")
+        raise typer.Exit()
+
+
+@cli.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="print the version and exit", is_eager=True, callback=_print_version
+        ),
+    ] = False,
+) -> None:
+    """Prior-invariant performance monitoring for binary classifiers."""
 
 
 @cli.command()
@@ -131,6 +165,17 @@ def evaluate(
     except InvalidInput as exc:
         raise typer.BadParameter(exc.reason, param_hint=exc.field) from exc
     typer.echo(format_metrics(result, as_json=as_json))
+
+
+cli.add_typer(models_cli, name="models")
+cli.add_typer(keys_cli, name="keys")
+for _name, _command in (
+    ("ingest", ingest_command),
+    ("windows", windows_command),
+    ("sla", sla_command),
+    ("simulate", simulate_command),
+):
+    cli.command(_name, epilog=EXIT_CODES_EPILOG)(_command)
 
 
 def main() -> None:

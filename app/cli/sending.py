@@ -1,0 +1,55 @@
+"""How ``ingest`` and ``simulate`` send labelled scores: the Python client.
+
+``app.client.Client`` bins the rows into the model's bins, sends compact
+histogram batches with their own Idempotency-Keys and retries transient
+failures (docs/client.md). The commands bound its retries to
+``retry_seconds`` (an interactive command should not wait ten minutes for a
+service that is down) and turn its errors into the exit codes of
+app/cli/service.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+from app.cli.service import EXIT_SERVICE, EXIT_UNREACHABLE, EXIT_USAGE, fail
+from app.client import ApiError, Client, ClientError, DeliveryError, RetriesExhausted, RetryPolicy
+
+
+def _unreachable(error: BaseException) -> bool:
+    """True for a transport failure, possibly wrapped (RetriesExhausted chains it)."""
+    current: BaseException | None = error
+    while current is not None:
+        if isinstance(current, httpx.TransportError):
+            return True
+        current = current.__cause__
+    return False
+
+
+@contextmanager
+def sending(base_url: str, token: str, model: str, retry_seconds: float) -> Iterator[Client]:
+    """The client of ``model``, closed (everything flushed) on leaving the block.
+
+    Any error of the client ends the command: a refused request or batch
+    with :data:`EXIT_SERVICE`, a service that stayed unreachable with
+    :data:`EXIT_UNREACHABLE`, rows the client refuses (e.g. an unregistered
+    segment) with :data:`EXIT_USAGE`.
+    """
+    retry = RetryPolicy(initial_s=0.2, max_delay_s=5.0, max_elapsed_s=retry_seconds)
+    try:
+        with Client(base_url, token=token, model=model, retry=retry) as client:
+            yield client
+    except ApiError as exc:
+        fail(str(exc))
+    except RetriesExhausted as exc:
+        fail(str(exc), EXIT_UNREACHABLE if _unreachable(exc) else EXIT_SERVICE)
+    except DeliveryError as exc:
+        down = all(_unreachable(c) for c in exc.causes)
+        fail(f"{exc}", EXIT_UNREACHABLE if down else EXIT_SERVICE)
+    except ClientError as exc:
+        fail(str(exc))
+    except ValueError as exc:
+        fail(str(exc), EXIT_USAGE)

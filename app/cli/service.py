@@ -1,0 +1,140 @@
+"""How the commands reach a running service: base URL, tokens, errors, exit codes.
+
+Admin and read calls are plain HTTP (one request each, no retries); a
+refused call ends the command with the service's problem+json shown and exit
+code :data:`EXIT_SERVICE`, an unreachable service with :data:`EXIT_UNREACHABLE`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, NoReturn
+
+import httpx
+import orjson
+import typer
+
+EXIT_OK = 0
+EXIT_SERVICE = 1
+"""The service answered with an error (4xx/5xx), or a result was not as asked."""
+EXIT_USAGE = 2
+"""Bad options or arguments, or an unreadable input file (click's usage error code)."""
+EXIT_UNREACHABLE = 3
+"""The service could not be reached (connection refused, timeout)."""
+
+EXIT_CODES_EPILOG = (
+    "\b\nExit codes:\n"
+    "  0  success\n"
+    "  1  the service refused or failed the request (its problem is shown)\n"
+    "  2  usage error: bad option or argument, unreadable input file\n"
+    "  3  the service could not be reached"
+)
+"""The exit codes, as shown at the end of every ``--help`` (docs/cli.md)."""
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+
+UrlOption = Annotated[
+    str,
+    typer.Option("--url", envvar="PRIORWATCH_URL", help="base URL of the service"),
+]
+AdminTokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--admin-token",
+        envvar="PRIORWATCH_ADMIN_TOKEN",
+        help="the service's admin token",
+        show_default=False,
+    ),
+]
+RetryOption = Annotated[
+    float,
+    typer.Option(
+        "--retry-seconds",
+        help="how long the client retries a request while the service is unreachable or busy",
+        min=0.0,
+    ),
+]
+DEFAULT_RETRY_SECONDS = 60.0
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="PRIORWATCH_TOKEN",
+        help="a key of the model (default: the admin token)",
+        show_default=False,
+    ),
+]
+
+
+def fail(message: str, code: int = EXIT_SERVICE) -> NoReturn:
+    """Print ``message`` on stderr and end the command with exit code ``code``."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def require_token(token: str | None, what: str) -> str:
+    """``token``, or a usage error saying which option or variable supplies it."""
+    if not token:
+        fail(f"no token: {what}", EXIT_USAGE)
+    return token
+
+
+def describe_problem(response: httpx.Response) -> str:
+    """One readable line (or a few) from an error response, problem+json or not."""
+    try:
+        doc = response.json()
+    except ValueError:
+        return f"HTTP {response.status_code}: {response.text[:500]}"
+    if not isinstance(doc, dict):
+        return f"HTTP {response.status_code}: {response.text[:500]}"
+    head = f"HTTP {response.status_code} {doc.get('title', '')}".rstrip()
+    lines = [f"{head}: {doc['detail']}" if doc.get("detail") else head]
+    for err in doc.get("errors") or []:
+        if isinstance(err, dict):
+            lines.append(f"  {err.get('field', '?')}: {err.get('reason', err)}")
+    return "\n".join(lines)
+
+
+@dataclass
+class Service:
+    """One service at ``url`` with one bearer token; every call checks its answer."""
+
+    url: str
+    token: str
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Mapping[str, Any] | None = None,
+        params: Mapping[str, str | None] | None = None,
+        accept: str | None = None,
+    ) -> httpx.Response:
+        """The response of a successful call; otherwise the command ends (see module)."""
+        headers = {"Authorization": f"Bearer {self.token}"}
+        if accept is not None:
+            headers["Accept"] = accept
+        content = None
+        if json is not None:
+            content = orjson.dumps(dict(json))
+            headers["Content-Type"] = "application/json"
+        try:
+            response = httpx.request(
+                method,
+                self.url.rstrip("/") + path,
+                content=content,
+                params={k: v for k, v in (params or {}).items() if v is not None},
+                headers=headers,
+                timeout=TIMEOUT,
+            )
+        except httpx.TransportError as exc:
+            fail(f"cannot reach the service at {self.url}: {exc}", EXIT_UNREACHABLE)
+        if response.status_code >= 400:
+            fail(describe_problem(response))
+        return response
+
+    def get_json(self, path: str, params: Mapping[str, str | None] | None = None) -> Any:
+        return self.request("GET", path, params=params).json()

@@ -1,0 +1,235 @@
+"""The client against the real app in-process (both backends): stored sums, reads, asyncio.
+
+The client's HTTP goes through a transport that forwards each request to the
+app's TestClient, so everything but the socket is real: routes, parsing,
+idempotency, the database, and the worker (drained in this thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from _read_support import drain
+from fastapi.testclient import TestClient
+
+from app.client import ApiError, AsyncClient, Client, DeliveryError, RetryPolicy
+from app.db.models import Model, WindowAggregate
+from app.services.windowing import window_start
+
+WINDOW_FIELDS = (
+    "n",
+    "positives",
+    "hist_positives",
+    "hist_negatives",
+    "confusion",
+    "sums_positives",
+    "sums_negatives",
+    "brier_sum",
+    "log_loss_sum",
+    "score_sum_positive",
+    "score_sum_negative",
+)
+
+
+class ForwardToApp(httpx.BaseTransport):
+    """An httpx transport that hands every request to the app's TestClient."""
+
+    def __init__(self, app: TestClient) -> None:
+        self.app = app
+        self.requests: list[httpx.Request] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        r = self.app.request(
+            request.method,
+            request.url.raw_path.decode(),
+            content=request.read(),
+            headers=dict(request.headers),
+        )
+        return httpx.Response(r.status_code, headers=list(r.headers.items()), content=r.content)
+
+
+def _client(app: TestClient, token: str, model: str, **options: Any) -> Client:
+    options.setdefault("flush_interval_s", 3600.0)  # only explicit flushes in these tests
+    return Client(
+        "http://app", token, model, transport=ForwardToApp(app), rng=random.Random(1), **options
+    )
+
+
+def _sample(rng: np.random.Generator, n: int, prior: float) -> tuple[Any, Any]:
+    labels = (rng.random(n) < prior).astype(np.int64)
+    logits = rng.normal(size=n) + 2.0 * labels - 2.0
+    return 1.0 / (1.0 + np.exp(-logits)), labels
+
+
+def _aggregates(db_engine: sa.Engine, model: str) -> dict[tuple[datetime, str], Any]:
+    with sa.orm.Session(db_engine) as session:
+        model_id = session.scalar(sa.select(Model.id).where(Model.name == model))
+        rows = session.scalars(
+            sa.select(WindowAggregate).where(WindowAggregate.model_id == model_id)
+        ).all()
+        return {
+            (r.window_start.replace(tzinfo=UTC), r.segment): {
+                f: getattr(r, f) for f in WINDOW_FIELDS
+            }
+            for r in rows
+        }
+
+
+def _same_window(a: dict[str, Any], b: dict[str, Any], *, exact_sums: bool) -> None:
+    for f in WINDOW_FIELDS:
+        if isinstance(a[f], np.ndarray):
+            np.testing.assert_array_equal(a[f], b[f], err_msg=f)
+        elif isinstance(a[f], float) and not exact_sums:
+            assert b[f] == pytest.approx(a[f], rel=1e-13, abs=0.0), f
+        else:
+            assert a[f] == b[f], f
+
+
+def test_client_batches_store_exactly_what_scores_batches_store(
+    api: Any, client: TestClient, db_engine: sa.Engine
+) -> None:
+    """Same rows, same calls: sparse histogram batches with sums == scores batches, bit for bit."""
+    for name in ("raw", "viaclient"):
+        api.create_model(name, window="1h", threshold=0.5, segments=["eu"], n_bins=2000)
+    raw_token, client_token = api.create_key("raw"), api.create_key("viaclient")
+    rng = np.random.default_rng(11)
+    now = datetime.now(UTC)
+    hour = window_start(now - timedelta(hours=2), "1h")
+    calls = []
+    for i in range(6):  # hour 0: no segment; hour 1: calls with and without segment
+        at = hour + timedelta(hours=i % 2, minutes=5 + i)
+        segment = "eu" if i in (1, 3) else None
+        calls.append((at, segment, *_sample(rng, 300 + 50 * i, 0.2)))
+    for at, segment, scores, labels in calls:
+        body: dict[str, Any] = {
+            "timestamp": at.isoformat(),
+            "scores": scores.tolist(),
+            "labels": labels.tolist(),
+        }
+        if segment:
+            body["segment"] = segment
+        assert api.post_batch("raw", raw_token, body).status_code == 202
+    with _client(client, client_token, "viaclient") as pw:
+        for at, segment, scores, labels in calls:
+            pw.log(scores, labels, timestamp=at, segment=segment)
+        pw.flush()
+        posted = [r for r in pw._sender_http._transport.requests if r.method == "POST"]  # type: ignore[attr-defined]
+        # one batch per (window, segment) logged into: hour 0, hour 1 eu, hour 1 none
+        assert len(posted) == 3
+        assert len({r.headers["idempotency-key"] for r in posted}) == 3
+    expected, got = _aggregates(db_engine, "raw"), _aggregates(db_engine, "viaclient")
+    assert set(expected) == set(got) and len(got) == 3  # hour 0 *, hour 1 * and eu
+    for (start, segment), stored in expected.items():
+        # Counts are always exact. Float sums are bit for bit the same unless the
+        # service adds the client's segment and no-segment batches of one window
+        # in another order than the raw batches (hour 1, all traffic): then they
+        # differ by float rounding only.
+        mixed = start == hour + timedelta(hours=1) and segment == "*"
+        _same_window(stored, got[(start, segment)], exact_sums=not mixed)
+    drain(client)
+    for name, token in (("raw", raw_token), ("viaclient", client_token)):
+        r = client.get(f"/v1/models/{name}/windows", headers=api.bearer(token))
+        assert r.status_code == 200
+    metrics = [
+        [
+            w["metrics"]
+            for w in client.get(f"/v1/models/{n}/windows", headers=api.bearer(t)).json()["windows"]
+        ]
+        for n, t in (("raw", raw_token), ("viaclient", client_token))
+    ]
+    assert metrics[0][0] == metrics[1][0]  # hour 0: identical sums, identical metrics
+    assert metrics[0][1].keys() == metrics[1][1].keys()
+    for name, value in metrics[0][1].items():
+        assert (value is None) == (metrics[1][1][name] is None)
+        if value is not None:
+            assert metrics[1][1][name] == pytest.approx(value, rel=1e-12, abs=1e-15), name
+    assert all(m["brier"] is not None and m["log_loss"] is not None for m in metrics[1])
+
+
+def test_read_side_returns_typed_windows_and_sla(api: Any, client: TestClient) -> None:
+    api.create_model(
+        "fraud",
+        window="1h",
+        threshold=0.5,
+        segments=["eu"],
+        sla=[{"metric": "recall", "op": ">=", "target": 0.2}],
+        n_bins=1000,
+    )
+    token = api.create_key("fraud")
+    rng = np.random.default_rng(5)
+    start = window_start(datetime.now(UTC) - timedelta(hours=3), "1h")
+    with _client(client, token, "fraud") as pw:
+        info = pw.model_info()
+        assert (info.window, info.thresholds, info.segments) == ("1h", (0.5,), frozenset({"eu"}))
+        for h in range(2):
+            pw.log(*_sample(rng, 2000, 0.3), timestamp=start + timedelta(hours=h, minutes=1))
+        pw.flush()
+        drain(client)
+        windows = pw.windows(from_=start, to=start + timedelta(hours=2))
+        assert [w.start for w in windows] == [start, start + timedelta(hours=1)]
+        assert all(w.n == 2000 and w.status == "fresh" and w.segment is None for w in windows)
+        assert windows[0].metrics["recall"] == windows[0].raw["metrics"]["recall"]
+        one = pw.window(start)
+        assert one is not None and one.curves is not None and one.n == 2000
+        assert pw.window(start - timedelta(hours=5)) is None
+        report = pw.sla(from_=start, to=start + timedelta(hours=2))
+        assert report.model == "fraud" and len(report.windows) == 2
+        assert report.windows[0].objectives[0].metric == "recall"
+        assert report.compliance_ratio == report.raw["summary"]["compliance_ratio"]
+        with pytest.raises(ApiError) as info_err:
+            pw.windows(segment="nowhere")
+        assert info_err.value.status == 422 and info_err.value.problem["errors"]
+
+
+def test_refused_batches_are_reported_by_flush_and_others_still_stored(
+    api: Any, client: TestClient
+) -> None:
+    """Unlabelled rows: this server refuses them (422); the labelled batch is stored anyway."""
+    api.create_model("fraud", window="1h", threshold=0.5, n_bins=500)
+    token = api.create_key("fraud")
+    rng = np.random.default_rng(9)
+    at = datetime.now(UTC) - timedelta(minutes=1)
+    pw = _client(client, token, "fraud", retry=RetryPolicy(max_elapsed_s=5.0))
+    scores, labels = _sample(rng, 1000, 0.1)
+    pw.log(scores, labels, timestamp=at)
+    pw.log_scores(scores[:100], timestamp=at)
+    with pytest.raises(DeliveryError) as info:
+        pw.flush()
+    (undelivered,) = info.value.batches
+    assert undelivered.rows == 100 and b'"unlabelled"' in undelivered.body
+    (cause,) = info.value.causes
+    assert isinstance(cause, ApiError) and cause.status == 422
+    assert cause.problem["errors"][0]["field"] == "histogram.unlabelled"
+    pw.flush()  # reported once
+    pw.close()
+    drain(client)
+    windows = client.get("/v1/models/fraud/windows", headers=api.bearer(token)).json()["windows"]
+    assert [w["n"] for w in windows] == [1000]
+
+
+def test_async_client_logs_flushes_and_reads(api: Any, client: TestClient) -> None:
+    api.create_model("fraud", window="1h", threshold=0.5, n_bins=500)
+    token = api.create_key("fraud")
+    rng = np.random.default_rng(4)
+    at = window_start(datetime.now(UTC) - timedelta(hours=1), "1h") + timedelta(minutes=3)
+    data = [_sample(rng, 500, 0.3) for _ in range(4)]
+
+    async def scenario() -> int:
+        async with AsyncClient(
+            "http://app", token, "fraud", transport=ForwardToApp(client), flush_interval_s=3600
+        ) as pw:
+            await asyncio.gather(*(pw.log(s, y, timestamp=at) for s, y in data))
+            await pw.flush()
+            drain(client)
+            (window,) = await pw.windows(from_=at - timedelta(hours=1))
+            return window.n
+
+    assert asyncio.run(scenario()) == 2000

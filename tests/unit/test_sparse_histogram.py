@@ -1,0 +1,181 @@
+"""The sparse histogram batch form and score sums (app/services/sparse_histogram.py)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from app.config import Settings
+from app.errors import InvalidInput
+from app.metrics.binning import default_bin_edges
+from app.metrics.probability import ProbabilitySums
+from app.services.batch_parsing import ParsedBatch, parse_batch
+from app.services.count_limits import MAX_BATCH_COUNT
+from app.services.model_config import ModelConfig
+
+NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
+TS = "2026-11-26T12:10:00Z"
+MODEL = ModelConfig(
+    id=1,
+    name="m",
+    window="1h",
+    thresholds=(0.5, 0.3),
+    pi0=0.1,
+    cost_ratio=None,
+    segments=frozenset({"eu"}),
+    sla=(),
+    drift={},
+    bin_edges=default_bin_edges((0.5, 0.3), n_bins=300),
+)
+J = MODEL.n_bins
+SETTINGS = Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+def _parse(doc: Any) -> ParsedBatch:
+    return parse_batch(orjson.dumps(doc), MODEL, SETTINGS, NOW)
+
+
+def _sparse(counts: np.ndarray[Any, Any]) -> dict[str, list[int]]:
+    bins = np.flatnonzero(counts)
+    return {"bins": bins.tolist(), "counts": counts[bins].tolist()}
+
+
+def _scores_and_sparse(rng: np.random.Generator, n: int) -> tuple[ParsedBatch, dict[str, Any]]:
+    labels = (rng.random(n) < 0.3).astype(int)
+    scores = np.clip(rng.normal(0.35 + 0.3 * labels, 0.2), 0.0, 1.0)
+    raw = _parse(
+        {"timestamp": TS, "segment": "eu", "scores": scores.tolist(), "labels": labels.tolist()}
+    )
+    sums = ProbabilitySums.from_predictions(scores, labels)
+    assert raw.hist_positives is not None and raw.hist_negatives is not None
+    doc = {
+        "timestamp": TS,
+        "segment": "eu",
+        "histogram": {
+            "positives": _sparse(raw.hist_positives),
+            "negatives": _sparse(raw.hist_negatives),
+            "sums": {
+                "brier_sum": sums.brier_sum,
+                "log_loss_sum": sums.log_loss_sum,
+                "score_sum_positive": sums.score_sum_positive,
+                "score_sum_negative": sums.score_sum_negative,
+            },
+        },
+    }
+    return raw, doc
+
+
+def test_sparse_batch_with_sums_equals_the_scores_batch_of_its_rows() -> None:
+    from_scores, doc = _scores_and_sparse(np.random.default_rng(3), 700)
+    parsed = _parse(doc)
+    assert parsed.kind == "histogram"
+    assert (parsed.n, parsed.positives, parsed.segment) == (700, from_scores.positives, "eu")
+    assert parsed.window_start == from_scores.window_start
+    assert parsed.hist_positives is not None and from_scores.hist_positives is not None
+    assert parsed.hist_negatives is not None and from_scores.hist_negatives is not None
+    np.testing.assert_array_equal(parsed.hist_positives, from_scores.hist_positives)
+    np.testing.assert_array_equal(parsed.hist_negatives, from_scores.hist_negatives)
+    assert parsed.confusion == from_scores.confusion
+    assert parsed.sums == from_scores.sums  # bit for bit: JSON floats round-trip
+
+
+def test_dense_and_sparse_classes_mix_and_sums_are_optional() -> None:
+    dense_pos = np.zeros(J, dtype=np.int64)
+    dense_pos[[0, 7, J - 1]] = [3, 1, 2]
+    doc = {
+        "timestamp": TS,
+        "histogram": {"positives": dense_pos.tolist(), "negatives": {"bins": [], "counts": []}},
+    }
+    parsed = _parse(doc)
+    assert (parsed.n, parsed.positives, parsed.sums) == (6, 6, None)
+    assert parsed.hist_negatives is not None and not parsed.hist_negatives.any()
+    np.testing.assert_array_equal(parsed.hist_positives, dense_pos)  # type: ignore[arg-type]
+
+
+def _with(histogram: dict[str, Any]) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "positives": {"bins": [1, 5], "counts": [2, 3]},
+        "negatives": {"bins": [0], "counts": [4]},
+    }
+    return {"timestamp": TS, "histogram": {**base, **histogram}}
+
+
+SUMS = {"brier_sum": 1.0, "log_loss_sum": 2.0, "score_sum_positive": 4.0, "score_sum_negative": 1.0}
+
+
+@pytest.mark.parametrize(
+    ("histogram", "field"),
+    [
+        ({"positives": {"bins": [1, 5]}}, "histogram.positives.counts"),
+        ({"positives": {"bins": [1, 5], "counts": [2]}}, "histogram.positives.counts"),
+        ({"positives": {"bins": [1, 5], "counts": [2, 3], "x": 1}}, "histogram.positives.x"),
+        ({"positives": {"bins": [1, J], "counts": [2, 3]}}, "histogram.positives.bins[1]"),
+        ({"positives": {"bins": [-1, 5], "counts": [2, 3]}}, "histogram.positives.bins[0]"),
+        ({"negatives": {"bins": [0, 3, 3], "counts": [1, 1, 1]}}, "histogram.negatives.bins[2]"),
+        ({"negatives": {"bins": [4, 3], "counts": [1, 1]}}, "histogram.negatives.bins[1]"),
+        ({"negatives": {"bins": [0, 1.5], "counts": [1, 1]}}, "histogram.negatives.bins[1]"),
+        ({"negatives": {"bins": [0, True], "counts": [1, 1]}}, "histogram.negatives.bins[1]"),
+        ({"negatives": {"bins": [0, 2], "counts": [1, -1]}}, "histogram.negatives.counts[1]"),
+        ({"negatives": {"bins": [0, 2], "counts": [1, 0.5]}}, "histogram.negatives.counts[1]"),
+        (
+            {"negatives": {"bins": [0, 2], "counts": [1, MAX_BATCH_COUNT + 1]}},
+            "histogram.negatives.counts[1]",
+        ),
+        ({"negatives": {"bins": "0", "counts": [1]}}, "histogram.negatives.bins"),
+        ({"negatives": 3}, "histogram.negatives"),
+        (
+            {"positives": {"bins": [], "counts": []}, "negatives": {"bins": [], "counts": []}},
+            "histogram",
+        ),
+        ({"sums": [1, 2]}, "histogram.sums"),
+        ({"sums": {**SUMS, "extra": 1.0}}, "histogram.sums.extra"),
+        (
+            {"sums": {k: v for k, v in SUMS.items() if k != "log_loss_sum"}},
+            "histogram.sums.log_loss_sum",
+        ),
+        ({"sums": {**SUMS, "brier_sum": 9.5}}, "histogram.sums.brier_sum"),  # n = 9
+        ({"sums": {**SUMS, "brier_sum": -0.1}}, "histogram.sums.brier_sum"),
+        ({"sums": {**SUMS, "log_loss_sum": -1e-9}}, "histogram.sums.log_loss_sum"),
+        ({"sums": {**SUMS, "score_sum_positive": 5.5}}, "histogram.sums.score_sum_positive"),
+        ({"sums": {**SUMS, "score_sum_negative": 4.01}}, "histogram.sums.score_sum_negative"),
+        ({"sums": {**SUMS, "score_sum_negative": "1"}}, "histogram.sums.score_sum_negative"),
+        ({"sums": {**SUMS, "score_sum_negative": True}}, "histogram.sums.score_sum_negative"),
+        ({"unlabelled": {"bins": [0], "counts": [5]}}, "histogram.unlabelled"),
+        ({"other": 1}, "histogram.other"),
+    ],
+)
+def test_bad_sparse_histograms_name_the_element(histogram: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        _parse(_with(histogram))
+    assert info.value.field == field
+
+
+def test_unlabelled_alone_is_refused_as_reserved() -> None:
+    with pytest.raises(InvalidInput) as info:
+        _parse({"timestamp": TS, "histogram": {"unlabelled": [0] * J}})
+    assert info.value.field == "histogram.unlabelled"
+    assert "not accepted by this server yet" in info.value.reason
+
+
+def test_sums_at_their_bounds_are_accepted() -> None:
+    sums = {"brier_sum": 9, "log_loss_sum": 0, "score_sum_positive": 5, "score_sum_negative": 4.0}
+    parsed = _parse(_with({"sums": sums}))
+    assert parsed.sums == ProbabilitySums(5.0, 4.0, 9.0, 0.0, 5.0, 4.0)
+
+
+@pytest.mark.parametrize(
+    ("negatives", "field"),
+    [
+        ({"bins": list(range(J + 1)), "counts": [1] * (J + 1)}, "histogram.negatives.bins"),
+        ({"bins": [0], "counts": [2**64 - 1]}, "histogram.negatives.counts"),
+        ({"bins": [0], "counts": "1"}, "histogram.negatives.counts"),
+    ],
+)
+def test_oversized_or_overflowing_sparse_arrays(negatives: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        _parse(_with({"negatives": negatives}))
+    assert info.value.field == field
