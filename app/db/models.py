@@ -145,9 +145,11 @@ class Batch(Base):
     segment: Mapped[str | None] = mapped_column(String(64))
     """The registered segment the batch named, or null (all traffic only)."""
     n: Mapped[int] = mapped_column(BigInteger)
-    """Rows (examples) in the batch."""
+    """Labelled rows (examples) in the batch (0 for a batch of unlabelled scores)."""
     positives: Mapped[int] = mapped_column(BigInteger)
     """Rows with label 1."""
+    unlabelled: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    """Rows without a label (scores only), counted apart from ``n``."""
     response: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
@@ -156,7 +158,11 @@ class Batch(Base):
         Index("ix_batch_model_id_window_start", "model_id", "window_start"),
         Index("ix_batch_received_at", "received_at"),
         CheckConstraint("kind IN ('scores', 'histogram', 'confusion_matrix')", name="kind_known"),
-        CheckConstraint("n > 0 AND positives >= 0 AND positives <= n", name="counts_valid"),
+        CheckConstraint(
+            "n >= 0 AND positives >= 0 AND positives <= n AND unlabelled >= 0"
+            " AND n + unlabelled > 0",
+            name="counts_valid",
+        ),
     )
 
 
@@ -166,7 +172,8 @@ class WindowAggregate(Base):
     Every field is a sum over the window's batches, so windows merge exactly
     (hour -> day -> week) and batches may arrive in any order.
 
-    Coverage: ``n``/``positives`` count every row. The histograms count rows
+    Coverage: ``n``/``positives`` count every labelled row; rows without labels
+    are only in ``n_unlabelled``/``hist_unlabelled``. The histograms count rows
     of ``scores`` and ``histogram`` batches; the probability sums only rows of
     ``scores`` batches and of ``histogram`` batches that carry sums (their
     ``sums_positives + sums_negatives`` says how many); ``confusion[0]``
@@ -199,6 +206,12 @@ class WindowAggregate(Base):
     batch with scores or a histogram arrives."""
     hist_negatives: Mapped[npt.NDArray[np.int64] | None] = mapped_column(Int64Array)
     """int64, shape (n_bins,): actual negatives with a score in bin j."""
+    n_unlabelled: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    """Rows without labels (not in ``n``); labels for the same predictions may
+    arrive later as labelled rows."""
+    hist_unlabelled: Mapped[npt.NDArray[np.int64] | None] = mapped_column(Int64Array)
+    """int64, shape (n_bins,): rows without labels with a score in bin j; null until
+    a batch with unlabelled rows arrives."""
     confusion: Mapped[list[dict[str, float]]] = mapped_column(JSONDocument)
     """[{"threshold", "tp", "fp", "fn", "tn"}] in the order of model.thresholds."""
     sums_positives: Mapped[int | None] = mapped_column(BigInteger)
@@ -244,8 +257,8 @@ class BatchDelta(Base):
     waits for. The worker folds a window's deltas into its aggregate and
     deletes them in the same transaction (app/db/queue.py), so the table
     holds only the unfolded ones. Histograms are sparse: ``bins`` lists the
-    bins where the batch has a score (ascending), ``bin_positives`` and
-    ``bin_negatives`` the counts there.
+    bins where the batch has a score (ascending), ``bin_positives``,
+    ``bin_negatives`` and ``bin_unlabelled`` the counts there.
     """
 
     __tablename__ = "batch_delta"
@@ -266,6 +279,10 @@ class BatchDelta(Base):
     """int32 indices of the non-empty bins; null for a confusion-matrix batch."""
     bin_positives: Mapped[npt.NDArray[np.int64] | None] = mapped_column(Int64Array)
     bin_negatives: Mapped[npt.NDArray[np.int64] | None] = mapped_column(Int64Array)
+    n_unlabelled: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    """Rows without labels (not in ``n``)."""
+    bin_unlabelled: Mapped[npt.NDArray[np.int64] | None] = mapped_column(Int64Array)
+    """int64 rows without labels in the bins of ``bins``; null without unlabelled rows."""
     sums: Mapped[npt.NDArray[np.float64] | None] = mapped_column(Float64Array)
     """float64 (positives, negatives, brier, log loss, score sum of positives, of
     negatives) of a scores batch; null otherwise."""
@@ -290,6 +307,9 @@ class WindowMetrics(Base):
     curves: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     intervals: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     """Intervals {metric: {"lower", "upper", "level"}} (app/services/window_compute.py)."""
+    estimate: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
+    """The label-free estimate from the unlabelled rows (docs/estimation.md); null
+    without unlabelled rows or without a drift reference."""
     reasons: Mapped[dict[str, str] | None] = mapped_column(JSONDocument)
     """Why each None metric is None: "insufficient_data" or the formula's undefined case."""
     error: Mapped[str | None] = mapped_column(Text)

@@ -55,7 +55,7 @@ def count_batches(session: Session, model_id: int) -> int:
 
 @dataclass(frozen=True)
 class ExampleTotals:
-    """What :func:`example_totals` read.
+    """What :func:`example_totals` read (rows labelled or not).
 
     Attributes
     ----------
@@ -87,7 +87,12 @@ def example_totals(
     tables: tuple[type[WindowAggregate] | type[BatchDelta], ...] = (WindowAggregate, BatchDelta)
     for kind, table in enumerate(tables):
         parts.append(
-            select(literal(kind), table.segment, func.sum(table.n), literal(None, Float))
+            select(
+                literal(kind),
+                table.segment,
+                func.sum(table.n + table.n_unlabelled),
+                literal(None, Float),
+            )
             .where(
                 table.model_id == model_id,
                 table.window_start == window_start,
@@ -100,7 +105,7 @@ def example_totals(
                 literal(kind),
                 literal(None, String),
                 literal(None, BigInteger),
-                func.sum(cast(table.n, Float)),
+                func.sum(cast(table.n, Float) + cast(table.n_unlabelled, Float)),
             ).where(table.model_id == model_id, table.segment == ALL_SEGMENTS)
         )
     counts: dict[str, int] = dict.fromkeys(segments, 0)
@@ -161,13 +166,15 @@ def ensure_window_aggregates(
 
 
 def unfolded_totals(model_id: int, segment: str) -> Subquery:
-    """Per window of (model, segment) with unfolded deltas: ``deltas``, ``n``, ``positives``."""
+    """Per window of (model, segment) with unfolded deltas: ``deltas``, ``n``, ``positives``,
+    ``n_unlabelled``."""
     return (
         select(
             BatchDelta.window_start,
             func.count().label("deltas"),
             func.sum(BatchDelta.n).label("n"),
             func.sum(BatchDelta.positives).label("positives"),
+            func.sum(BatchDelta.n_unlabelled).label("n_unlabelled"),
         )
         .where(BatchDelta.model_id == model_id, BatchDelta.segment == segment)
         .group_by(BatchDelta.window_start)

@@ -15,8 +15,8 @@ the number of models and segments:
 4. the queue depth and the age of its oldest dirty mark
    (:func:`app.db.queue.queue_stats`).
 
-"Latest fresh window": per (model, segment), the latest window whose stored
-result has status ``"fresh"`` (it was computed from the version of the
+"Latest fresh window": per (model, segment), the latest window with labelled
+rows whose stored result has status ``"fresh"`` (it was computed from the version of the
 aggregate that was current when it was written). A batch arriving since
 does not hide it until the worker has refreshed the window, so the gauges do
 not flip back to an older window between a batch and its recomputation.
@@ -117,23 +117,23 @@ def _objectives(
 
 
 def read_models(session: Session) -> tuple[ModelRow, ...]:
-    """Every model with its accepted batches and rows (one statement).
+    """Every model with its accepted batches and rows, labelled or not (one statement).
 
     Each batch counts once in its window's all-traffic aggregate: as an
     unfolded delta until the worker folds it, then in the aggregate's
-    ``batches`` and ``n`` (the fold moves it from one to the other in one
-    transaction, so a reading never counts it twice or misses it).
+    ``batches``, ``n`` and ``n_unlabelled`` (the fold moves it from one to the
+    other in one transaction, so a reading never counts it twice or misses it).
     """
     parts = union_all(
         select(
             WA.model_id.label("model_id"),
             WA.batches.label("batches"),
-            WA.n.label("rows"),
+            (WA.n + WA.n_unlabelled).label("rows"),
         ).where(WA.segment == ALL_SEGMENTS),
         select(
             BatchDelta.model_id.label("model_id"),
             literal(1).label("batches"),
-            BatchDelta.n.label("rows"),
+            (BatchDelta.n + BatchDelta.n_unlabelled).label("rows"),
         ).where(BatchDelta.segment == ALL_SEGMENTS),
     ).subquery()
     counts = (
@@ -174,14 +174,16 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
 
 
 def _latest(*columns: Any) -> Select[Any]:
-    """SELECT ``columns`` of the latest fresh result per (model, segment) and its aggregate."""
+    """SELECT ``columns`` of the latest fresh result with labelled rows per (model, segment)
+    and its aggregate (a window of unlabelled rows only: app/exporter/estimates.py)."""
     latest = (
-        select(
+        _with_aggregate()
+        .with_only_columns(
             WM.model_id.label("model_id"),
             WM.segment.label("segment"),
             func.max(WM.window_start).label("window_start"),
         )
-        .where(WM.status == StoredStatus.FRESH)
+        .where(WM.status == StoredStatus.FRESH, WA.n > 0)
         .group_by(WM.model_id, WM.segment)
         .subquery()
     )

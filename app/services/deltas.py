@@ -112,6 +112,8 @@ class DeltaRow(Protocol):
     bins: npt.NDArray[np.int32] | None
     bin_positives: Counts | None
     bin_negatives: Counts | None
+    n_unlabelled: int
+    bin_unlabelled: Counts | None
     sums: npt.NDArray[np.float64] | None
 
 
@@ -125,7 +127,11 @@ class Delta:
     n, positives : its rows and positives.
     confusion : per model threshold, its matrix there or None (unknown).
     bins : int32 indices of the non-empty bins, ascending (None: no histogram).
-    bin_positives, bin_negatives : int64 counts in those bins.
+    bin_positives, bin_negatives : int64 counts of labelled rows in those bins
+        (None without labelled histogram).
+    n_unlabelled : its rows without labels (not in ``n``).
+    bin_unlabelled : int64 counts of rows without labels in those bins (None
+        without unlabelled rows).
     sums : its probability sums (scores batches), else None.
     """
 
@@ -137,16 +143,27 @@ class Delta:
     bin_positives: Counts | None
     bin_negatives: Counts | None
     sums: ProbabilitySums | None
+    n_unlabelled: int = 0
+    bin_unlabelled: Counts | None = None
 
     @classmethod
     def from_batch(cls, batch_id: uuid.UUID, parsed: ParsedBatch) -> Delta:
         """The delta of a parsed batch: its histograms reduced to the non-empty bins."""
-        bins = pos = neg = None
-        if parsed.hist_positives is not None and parsed.hist_negatives is not None:
-            nonzero = np.flatnonzero((parsed.hist_positives != 0) | (parsed.hist_negatives != 0))
+        labelled = (
+            None
+            if parsed.hist_positives is None or parsed.hist_negatives is None
+            else (parsed.hist_positives, parsed.hist_negatives)
+        )
+        present = [h for h in (*(labelled or ()), parsed.unlabelled) if h is not None]
+        bins = pos = neg = unl = None
+        if present:
+            nonzero = np.flatnonzero(np.logical_or.reduce([h != 0 for h in present]))
             bins = nonzero.astype(np.int32)
-            pos = np.asarray(parsed.hist_positives[nonzero], dtype=np.int64)
-            neg = np.asarray(parsed.hist_negatives[nonzero], dtype=np.int64)
+            if labelled is not None:
+                pos = np.asarray(labelled[0][nonzero], dtype=np.int64)
+                neg = np.asarray(labelled[1][nonzero], dtype=np.int64)
+            if parsed.unlabelled is not None:
+                unl = np.asarray(parsed.unlabelled[nonzero], dtype=np.int64)
         return cls(
             batch_id=batch_id,
             n=parsed.n,
@@ -156,6 +173,8 @@ class Delta:
             bin_positives=pos,
             bin_negatives=neg,
             sums=parsed.sums,
+            n_unlabelled=parsed.n_unlabelled,
+            bin_unlabelled=unl,
         )
 
     def to_row(
@@ -180,6 +199,8 @@ class Delta:
             "bins": self.bins,
             "bin_positives": self.bin_positives,
             "bin_negatives": self.bin_negatives,
+            "n_unlabelled": self.n_unlabelled,
+            "bin_unlabelled": self.bin_unlabelled,
             "sums": None
             if s is None
             else np.array(
@@ -210,16 +231,20 @@ class Delta:
             bin_positives=row.bin_positives,
             bin_negatives=row.bin_negatives,
             sums=None if row.sums is None else ProbabilitySums(*(float(v) for v in row.sums)),
+            n_unlabelled=int(row.n_unlabelled),
+            bin_unlabelled=row.bin_unlabelled,
         )
 
 
 @dataclass(frozen=True, eq=False)
 class Folded:
-    """An aggregate after a fold: its sums, their exact form, and the batches folded."""
+    """An aggregate after a fold: its sums, their exact form, the batches folded, and
+    its rows without labels (the ``n_unlabelled`` counter)."""
 
     sums: WindowSums
     exact: ExactSums | None
     batches: int
+    n_unlabelled: int
 
 
 def exact_of(sums: WindowSums, document: Mapping[str, str] | None) -> ExactSums | None:
@@ -229,7 +254,14 @@ def exact_of(sums: WindowSums, document: Mapping[str, str] | None) -> ExactSums 
     return None if sums.sums is None else ExactSums.from_floats(sums.sums)
 
 
-def fold(base: WindowSums, exact: ExactSums | None, deltas: Iterable[Delta], n_bins: int) -> Folded:
+def fold(
+    base: WindowSums,
+    exact: ExactSums | None,
+    deltas: Iterable[Delta],
+    n_bins: int,
+    *,
+    stored_unlabelled: int | None = None,
+) -> Folded:
     """``base`` plus ``deltas``: every count added as an integer, the score sums exactly.
 
     Parameters
@@ -241,6 +273,9 @@ def fold(base: WindowSums, exact: ExactSums | None, deltas: Iterable[Delta], n_b
     deltas : iterable of Delta
     n_bins : int
         The model's bin count (histograms are created at this size).
+    stored_unlabelled : int or None
+        The aggregate's ``n_unlabelled`` counter (None: the total of its
+        unlabelled histogram); the deltas' ``n_unlabelled`` are added to it.
 
     The result depends only on the multiset of deltas, never on their order
     or on how they were grouped into folds.
@@ -258,6 +293,8 @@ def fold(base: WindowSums, exact: ExactSums | None, deltas: Iterable[Delta], n_b
         if base.hist_positives is None or base.hist_negatives is None
         else (base.hist_positives.copy(), base.hist_negatives.copy())
     )
+    unlabelled = None if base.unlabelled is None else base.unlabelled.copy()
+    n_unlabelled = base.n_unlabelled if stored_unlabelled is None else stored_unlabelled
     cells = [[int(c.tp), int(c.fp), int(c.fn), int(c.tn)] for c in base.confusion]
     for d in deltas:
         batches += 1
@@ -268,6 +305,11 @@ def fold(base: WindowSums, exact: ExactSums | None, deltas: Iterable[Delta], n_b
                 hists = (np.zeros(n_bins, dtype=np.int64), np.zeros(n_bins, dtype=np.int64))
             hists[0][d.bins] += d.bin_positives
             hists[1][d.bins] += d.bin_negatives
+        if d.bins is not None and d.bin_unlabelled is not None:
+            if unlabelled is None:
+                unlabelled = np.zeros(n_bins, dtype=np.int64)
+            unlabelled[d.bins] += d.bin_unlabelled
+        n_unlabelled += d.n_unlabelled
         if len(d.confusion) != len(cells):
             raise ValueError("the delta and the aggregate disagree on the number of thresholds")
         for cell, add in zip(cells, d.confusion, strict=True):
@@ -278,6 +320,7 @@ def fold(base: WindowSums, exact: ExactSums | None, deltas: Iterable[Delta], n_b
             added = ExactSums.from_floats(d.sums)
             exact = added if exact is None else exact + added
     check_merged_total(n)  # unreachable past the ingest ceilings' headroom; never wraps
+    check_merged_total(n_unlabelled)
     sums = WindowSums(
         n=n,
         positives=positives,
@@ -285,8 +328,9 @@ def fold(base: WindowSums, exact: ExactSums | None, deltas: Iterable[Delta], n_b
         hist_negatives=None if hists is None else hists[1],
         confusion=tuple(ConfusionCounts(*(float(v) for v in c)) for c in cells),
         sums=None if exact is None else exact.to_probability_sums(),
+        unlabelled=unlabelled,
     )
-    return Folded(sums, exact, batches)
+    return Folded(sums, exact, batches, n_unlabelled)
 
 
 def aggregate_columns(folded: Folded, thresholds: Iterable[float]) -> dict[str, Any]:
@@ -297,6 +341,8 @@ def aggregate_columns(folded: Folded, thresholds: Iterable[float]) -> dict[str, 
         "positives": s.positives,
         "hist_positives": s.hist_positives,
         "hist_negatives": s.hist_negatives,
+        "n_unlabelled": folded.n_unlabelled,
+        "hist_unlabelled": s.unlabelled,
         "confusion": [
             {
                 "threshold": float(t),

@@ -84,7 +84,7 @@ def _store(
     response = {
         "batch_id": str(batch_id),
         "window_start": isoformat_z(parsed.window_start),
-        "count": parsed.n,
+        "count": parsed.n + parsed.n_unlabelled,
     }
     session.add(
         Batch(
@@ -98,13 +98,15 @@ def _store(
             segment=parsed.segment,
             n=parsed.n,
             positives=parsed.positives,
+            unlabelled=parsed.n_unlabelled,
             response=response,
             received_at=now,
         )
     )
     segments = [ALL_SEGMENTS] if parsed.segment is None else [ALL_SEGMENTS, parsed.segment]
     totals = queries.example_totals(session, model.id, parsed.window_start, segments)
-    check_room(parsed.kind, parsed.n, totals.window_counts, totals.model_total)
+    added = parsed.n + parsed.n_unlabelled  # labelled and unlabelled rows share the ceilings
+    check_room(parsed.kind, added, totals.window_counts, totals.model_total)
     if totals.missing:  # the window's first batch (or a concurrent one): create the rows
         queries.ensure_window_aggregates(
             session, model.id, parsed.window_start, totals.missing, model.thresholds, now

@@ -99,7 +99,13 @@ def claim_window(
         model = ModelConfig.from_row(model_row)
         deltas = [Delta.from_row(d) for d in queue.claimed_deltas(session, claim)]
         base = WindowSums.from_row(row)
-        folded = fold(base, exact_of(base, row.exact_sums), deltas, model.n_bins)
+        folded = fold(
+            base,
+            exact_of(base, row.exact_sums),
+            deltas,
+            model.n_bins,
+            stored_unlabelled=row.n_unlabelled,
+        )
         claimed = ClaimedWindow(claim, model, folded, tuple(d.batch_id for d in deltas))
     return claimed
 
@@ -171,6 +177,7 @@ def _document(result: WindowResult) -> dict[str, Any]:
         "intervals": result.intervals,
         "drift": result.drift,
         "curves": result.curves,
+        "estimate": result.estimate,
     }
 
 

@@ -22,7 +22,7 @@ from alembic import command
 
 from app.config import Settings
 from app.db.migrate import alembic_config, upgrade_to_head
-from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMetrics
+from app.db.models import ALL_SEGMENTS, Model, WindowAggregate, WindowMetrics
 from app.db.types import Int64Array, JSONDocument, UTCDateTime
 from app.drift.simulation import shifted_logit_scores
 from app.exporter.reads import read_models
@@ -112,6 +112,26 @@ _OLD_AGGREGATE = sa.table(
 )
 """window_aggregate as revision 0002 had it."""
 
+_OLD_BATCH = sa.table(
+    "batch",
+    *(
+        sa.column(c)
+        for c in [
+            "model_id",
+            "idempotency_key",
+            "request_hash",
+            "kind",
+            "segment",
+            "n",
+            "positives",
+        ]
+    ),
+    sa.column("id", sa.Uuid()),
+    *(sa.column(c, UTCDateTime()) for c in ("event_at", "window_start", "received_at")),
+    sa.column("response", JSONDocument),
+)
+"""batch as revision 0002 had it."""
+
 
 def test_upgrade_keeps_old_windows_and_the_new_path_adds_to_them(old_url: str) -> None:
     rng = np.random.default_rng(21)
@@ -142,7 +162,7 @@ def test_upgrade_keeps_old_windows_and_the_new_path_adds_to_them(old_url: str) -
             )
             for i, (s, y) in enumerate(batches):
                 session.execute(
-                    sa.insert(Batch).values(
+                    sa.insert(_OLD_BATCH).values(
                         model_id=1,
                         id=uuid.uuid4(),
                         idempotency_key=f"k{i}",

@@ -62,6 +62,27 @@ def _documents(rng: np.random.Generator, sizes: tuple[int, ...] = (40, 25)) -> l
     return [orjson.dumps(d) for d in docs]
 
 
+def _unlabelled_documents(rng: np.random.Generator) -> list[bytes]:
+    """Scores without labels; a histogram of unlabelled rows; one with all three classes."""
+    ts = NOW.isoformat()
+    unl = (rng.integers(0, 4, MODEL.n_bins) * (rng.random(MODEL.n_bins) < 0.3)).tolist()
+    pos = rng.integers(0, 3, MODEL.n_bins).tolist()
+    neg = rng.integers(0, 3, MODEL.n_bins).tolist()
+    return [
+        orjson.dumps(d)
+        for d in (
+            {"timestamp": ts, "scores": rng.random(30).tolist()},
+            {"timestamp": ts, "histogram": {"unlabelled": unl}},
+            {"timestamp": ts, "histogram": {"positives": pos, "negatives": neg, "unlabelled": unl}},
+        )
+    ]
+
+
+def _unlabelled_batches(seed: int = 5) -> list[ParsedBatch]:
+    rng = np.random.default_rng(seed)
+    return [parse_batch(doc, MODEL, SETTINGS, NOW) for doc in _unlabelled_documents(rng)]
+
+
 def _batches(seed: int = 3, sizes: tuple[int, ...] = (40, 25)) -> list[ParsedBatch]:
     rng = np.random.default_rng(seed)
     return [parse_batch(doc, MODEL, SETTINGS, NOW) for doc in _documents(rng, sizes)]
@@ -78,20 +99,24 @@ def _deltas(batches: list[ParsedBatch]) -> list[Delta]:
 
 def _fold_in_groups(deltas: list[Delta], groups: list[list[int]]) -> Folded:
     """Fold ``deltas`` as successive claims would: group by group, through the stored row."""
-    sums, exact, batches = EMPTY, None, 0
+    sums, exact, batches, unlabelled = EMPTY, None, 0, 0
     for group in groups:
-        folded = fold(sums, exact, [deltas[i] for i in group], MODEL.n_bins)
+        folded = fold(
+            sums, exact, [deltas[i] for i in group], MODEL.n_bins, stored_unlabelled=unlabelled
+        )
         columns = aggregate_columns(folded, MODEL.thresholds)
         row = SimpleNamespace(**columns)  # what the worker stores, read back
         sums = WindowSums.from_row(row)  # type: ignore[arg-type]
         exact = exact_of(sums, columns["exact_sums"])
         batches += folded.batches
-    return Folded(sums, exact, batches)
+        unlabelled = row.n_unlabelled
+    return Folded(sums, exact, batches, unlabelled)
 
 
 def _bits(folded: Folded) -> bytes:
     """Every stored bit of the folded aggregate (floats by their bytes)."""
-    return folded.sums.digest() + repr(folded.exact).encode() + str(folded.batches).encode()
+    counts = (folded.batches, folded.n_unlabelled)
+    return folded.sums.digest() + repr(folded.exact).encode() + repr(counts).encode()
 
 
 def test_sparse_delta_round_trips_and_is_compact() -> None:
@@ -153,10 +178,50 @@ def test_legacy_float_sums_fold_exactly() -> None:
 )
 def test_any_order_and_grouping_folds_bit_for_bit(seed: int, data: st.DataObject) -> None:
     """Every permutation and split into successive folds gives one aggregate, bit for bit."""
-    deltas = _deltas(_batches(seed, sizes=(17, 1, 33, 60)))
+    deltas = _deltas(_batches(seed, sizes=(17, 1, 33, 60)) + _unlabelled_batches(seed))
     reference = _bits(_fold_in_groups(deltas, [list(range(len(deltas)))]))
     order = data.draw(st.permutations(range(len(deltas))))
     cuts = sorted(data.draw(st.sets(st.integers(1, len(deltas) - 1))))
     bounds = [0, *cuts, len(deltas)]
     groups = [list(order[a:b]) for a, b in pairwise(bounds)]
     assert _bits(_fold_in_groups(deltas, groups)) == reference
+
+
+def test_unlabelled_rows_travel_sparse_and_fold_into_their_own_counts() -> None:
+    labelled, unlabelled = _batches(), _unlabelled_batches()
+    scores_only, hist_only, mixed = (
+        _stored(Delta.from_batch(uuid.UUID(int=20 + i), b)) for i, b in enumerate(unlabelled)
+    )
+    assert (scores_only.n, scores_only.n_unlabelled) == (0, 30)
+    assert scores_only.bin_positives is None and scores_only.bin_negatives is None
+    assert scores_only.bins is not None and scores_only.bin_unlabelled is not None
+    assert hist_only.bins is not None and hist_only.bins.size < MODEL.n_bins  # non-empty bins only
+    assert mixed.bins is not None and mixed.bin_positives is not None
+    assert mixed.bin_unlabelled is not None  # one list of bins for the three classes
+    for delta, batch in zip((scores_only, hist_only, mixed), unlabelled, strict=True):
+        dense = np.zeros(MODEL.n_bins, dtype=np.int64)
+        dense[delta.bins] = delta.bin_unlabelled  # type: ignore[index]
+        np.testing.assert_array_equal(dense, batch.unlabelled)  # type: ignore[arg-type]
+        assert delta.n_unlabelled == batch.n_unlabelled == int(dense.sum())
+
+    only = _fold_in_groups(_deltas(unlabelled[:2]), [[0], [1]])
+    assert (only.sums.n, only.n_unlabelled, only.batches) == (
+        0,
+        unlabelled[0].n_unlabelled + unlabelled[1].n_unlabelled,
+        2,
+    )
+    assert only.sums.hist_positives is None and only.sums.sums is None  # no labelled row
+
+    folded = _fold_in_groups(_deltas(labelled + unlabelled), [[0, 5], [1, 2, 3], [4, 6]])
+    assert folded.sums.n == sum(b.n for b in labelled + unlabelled)
+    assert (
+        folded.n_unlabelled == folded.sums.n_unlabelled == sum(b.n_unlabelled for b in unlabelled)
+    )
+    np.testing.assert_array_equal(folded.sums.unlabelled, sum(b.unlabelled for b in unlabelled))  # type: ignore[misc]
+    hist = [b for b in labelled + unlabelled if b.hist_positives is not None]
+    np.testing.assert_array_equal(folded.sums.hist_positives, sum(b.hist_positives for b in hist))  # type: ignore[misc]
+    # a stored counter is added to, not recomputed from the histogram
+    more = fold(
+        folded.sums, folded.exact, _deltas(unlabelled[:1]), MODEL.n_bins, stored_unlabelled=7
+    )
+    assert more.n_unlabelled == 7 + 30
