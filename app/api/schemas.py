@@ -97,14 +97,19 @@ class ScoreSumsIn(BaseModel):
 
 
 class HistogramIn(BaseModel):
-    positives: list[int] | SparseCountsIn = Field(
-        description="positives[j]: actual positives in bin j (or the sparse form)"
+    positives: list[int] | SparseCountsIn | None = Field(
+        default=None,
+        description="positives[j]: actual positives in bin j (or the sparse form; with negatives)",
     )
-    negatives: list[int] | SparseCountsIn = Field(
-        description="negatives[j]: actual negatives in bin j (or the sparse form)"
+    negatives: list[int] | SparseCountsIn | None = Field(
+        default=None,
+        description="negatives[j]: actual negatives in bin j (or the sparse form; with positives)",
     )
     sums: ScoreSumsIn | None = Field(
         default=None, description="optional: Brier and log loss then count these rows"
+    )
+    unlabelled: list[int] | SparseCountsIn | None = Field(
+        default=None, description="unlabelled[j]: rows without labels in bin j (or the sparse form)"
     )
 
 
@@ -131,6 +136,14 @@ BATCH_EXAMPLES: dict[str, dict[str, Any]] = {
             "timestamp": "2026-11-26T10:15:00Z",
             "histogram": {"positives": [0, 3, 5], "negatives": [7, 2, 0]},
         },
+    },
+    "unlabelled_scores": {
+        "summary": "scores whose labels are not known yet (label-free estimate)",
+        "value": {"timestamp": "2026-11-26T10:15:00Z", "scores": [0.91, 0.12, 0.55, 0.03]},
+    },
+    "unlabelled_histogram": {
+        "summary": "counts of unlabelled scores over the model's bins",
+        "value": {"timestamp": "2026-11-26T10:15:00Z", "histogram": {"unlabelled": [4, 6, 1]}},
     },
     "sparse_histogram": {
         "summary": "the non-empty bins only, with score sums (what app.client sends)",
@@ -159,7 +172,7 @@ BATCH_EXAMPLES: dict[str, dict[str, Any]] = {
 
 
 class BatchIn(BaseModel):
-    """One batch: ``scores`` + ``labels``, or ``histogram``, or ``confusion_matrix``."""
+    """One batch: ``scores`` (+ ``labels``), or ``histogram``, or ``confusion_matrix``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -168,7 +181,9 @@ class BatchIn(BaseModel):
     )
     segment: str | None = Field(default=None, description="a registered segment of the model")
     scores: list[float] | None = Field(default=None, description="scores[i] in [0, 1]")
-    labels: list[int] | None = Field(default=None, description="labels[i] in {0, 1}")
+    labels: list[int] | None = Field(
+        default=None, description="labels[i] in {0, 1}; omit for scores without labels"
+    )
     histogram: HistogramIn | None = None
     confusion_matrix: ConfusionMatrixIn | None = None
 
@@ -176,7 +191,7 @@ class BatchIn(BaseModel):
 class BatchAccepted(BaseModel):
     batch_id: str
     window_start: datetime
-    count: int = Field(description="rows (examples) in the batch")
+    count: int = Field(description="rows (examples) in the batch, labelled or not")
 
 
 EVALUATE_EXAMPLE: dict[str, Any] = {

@@ -204,8 +204,8 @@ class Client:
         """Log scores whose labels are not known (yet), for the label-free estimates.
 
         Sent as ``histogram.unlabelled`` batches, separate from labelled rows
-        (a service that does not store unlabelled rows refuses them with a
-        422, reported by :meth:`flush`, without affecting labelled batches).
+        (a service too old to store unlabelled rows refuses them with a 422,
+        reported by :meth:`flush`, without affecting labelled batches).
         """
         binner = self._binner_for(segment)
         at = event_time(timestamp, self._now())

@@ -143,9 +143,11 @@ class Batch(Base):
     segment: Mapped[str | None] = mapped_column(String(64))
     """The registered segment the batch named, or null (all traffic only)."""
     n: Mapped[int] = mapped_column(BigInteger)
-    """Rows (examples) in the batch."""
+    """Labelled rows (examples) in the batch (0 for a batch of unlabelled scores)."""
     positives: Mapped[int] = mapped_column(BigInteger)
     """Rows with label 1."""
+    unlabelled: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    """Rows without a label (scores only), counted apart from ``n``."""
     response: Mapped[dict[str, Any]] = mapped_column(JSONDocument)
     received_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
@@ -153,7 +155,11 @@ class Batch(Base):
         UniqueConstraint("model_id", "idempotency_key"),
         Index("ix_batch_model_id_window_start", "model_id", "window_start"),
         CheckConstraint("kind IN ('scores', 'histogram', 'confusion_matrix')", name="kind_known"),
-        CheckConstraint("n > 0 AND positives >= 0 AND positives <= n", name="counts_valid"),
+        CheckConstraint(
+            "n >= 0 AND positives >= 0 AND positives <= n AND unlabelled >= 0"
+            " AND n + unlabelled > 0",
+            name="counts_valid",
+        ),
     )
 
 
@@ -163,7 +169,8 @@ class WindowAggregate(Base):
     Every field is a sum over the window's batches, so windows merge exactly
     (hour -> day -> week) and batches may arrive in any order.
 
-    Coverage: ``n``/``positives`` count every row. The histograms count rows
+    Coverage: ``n``/``positives`` count every labelled row; rows without labels
+    are only in ``n_unlabelled``/``hist_unlabelled``. The histograms count rows
     of ``scores`` and ``histogram`` batches; the probability sums only rows of
     ``scores`` batches and of ``histogram`` batches that carry sums (their
     ``sums_positives + sums_negatives`` says how many); ``confusion[0]``
@@ -195,6 +202,12 @@ class WindowAggregate(Base):
     batch with scores or a histogram arrives."""
     hist_negatives: Mapped[npt.NDArray[np.int64] | None] = mapped_column(Int64Array)
     """int64, shape (n_bins,): actual negatives with a score in bin j."""
+    n_unlabelled: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    """Rows without labels (not in ``n``); labels for the same predictions may
+    arrive later as labelled rows."""
+    hist_unlabelled: Mapped[npt.NDArray[np.int64] | None] = mapped_column(Int64Array)
+    """int64, shape (n_bins,): rows without labels with a score in bin j; null until
+    a batch with unlabelled rows arrives."""
     confusion: Mapped[list[dict[str, float]]] = mapped_column(JSONDocument)
     """[{"threshold", "tp", "fp", "fn", "tn"}] in the order of model.thresholds."""
     sums_positives: Mapped[int | None] = mapped_column(BigInteger)
@@ -243,6 +256,9 @@ class WindowMetrics(Base):
     curves: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     intervals: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     """Intervals {metric: {"lower", "upper", "level"}} (app/services/window_compute.py)."""
+    estimate: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
+    """The label-free estimate from the unlabelled rows (docs/estimation.md); null
+    without unlabelled rows or without a drift reference."""
     reasons: Mapped[dict[str, str] | None] = mapped_column(JSONDocument)
     """Why each None metric is None: "insufficient_data" or the formula's undefined case."""
     error: Mapped[str | None] = mapped_column(Text)

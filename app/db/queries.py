@@ -47,15 +47,16 @@ def find_batch_by_idempotency_key(session: Session, model_id: int, key: str) -> 
 
 
 def model_example_total(session: Session, model_id: int) -> float:
-    """Examples stored for the model: the sum of its all-traffic windows' ``n``.
+    """Examples stored for the model: the sum of its all-traffic windows' ``n`` and
+    ``n_unlabelled``.
 
     Summed as floating point, which cannot overflow (an integer SUM raises on
     SQLite past 2^63); exact to a few parts in 10^16, enough for a ceiling.
     """
     total = session.scalar(
-        select(func.sum(cast(WindowAggregate.n, Float))).where(
-            WindowAggregate.model_id == model_id, WindowAggregate.segment == ALL_SEGMENTS
-        )
+        select(
+            func.sum(cast(WindowAggregate.n, Float) + cast(WindowAggregate.n_unlabelled, Float))
+        ).where(WindowAggregate.model_id == model_id, WindowAggregate.segment == ALL_SEGMENTS)
     )
     return float(total or 0.0)
 

@@ -194,7 +194,7 @@ def upsert_window_metrics(
     """Store the result computed from ``claim.version`` (call after :func:`fence`).
 
     ``document`` holds the columns ``metrics``, ``drift``, ``curves``,
-    ``intervals``, ``reasons`` and ``error``. An existing row computed from a
+    ``intervals``, ``reasons``, ``estimate`` and ``error``. An existing row computed from a
     newer aggregate version is never replaced.
     """
     values = {
@@ -209,6 +209,7 @@ def upsert_window_metrics(
         "curves": document.get("curves"),
         "intervals": document.get("intervals"),
         "reasons": document.get("reasons"),
+        "estimate": document.get("estimate"),
         "error": document.get("error"),
     }
     dialect = session.get_bind().dialect.name

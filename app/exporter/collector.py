@@ -62,8 +62,9 @@ class WindowResultsCollector(Collector):
     session_factory : callable returning a Session
         A new session per scrape; it is only read from, then closed.
     parts : sequence of SeriesPart
-        Families :meth:`render_text` writes after its own (e.g. the streaks of
-        app/exporter/streaks.py), read in the same session with the same models.
+        Families :meth:`render_text` writes after its own (the streaks of
+        app/exporter/streaks.py, the estimates of app/exporter/estimates.py),
+        read in the same session with the same models.
 
     ``collect`` serves any prometheus_client registry. ``GET /metrics`` uses
     :meth:`render_text`: the same series in the text format, written by

@@ -49,6 +49,24 @@ DIRTY_WINDOWS = "priorwatch_dirty_windows"
 WORKER_LAG = "priorwatch_worker_lag_seconds"
 """gauge: age of the oldest dirty mark in seconds (0 when none)."""
 
+WINDOW_ESTIMATE = "priorwatch_window_estimate"
+"""gauge {model, segment, metric}: label-free estimate of the latest fresh window with
+unlabelled rows (``metric="prior"``: the estimated prior; else names as in evaluate)."""
+WINDOW_ESTIMATE_LOWER = "priorwatch_window_estimate_lower"
+"""gauge {model, segment, metric}: lower end of the estimate's interval (``metric="prior"``)."""
+WINDOW_ESTIMATE_UPPER = "priorwatch_window_estimate_upper"
+"""gauge {model, segment, metric}: upper end of the estimate's interval (``metric="prior"``)."""
+ESTIMATE_END = "priorwatch_estimate_window_end_timestamp_seconds"
+"""gauge {model, segment}: end of the window the label-free estimate is of, unix seconds."""
+ESTIMATE_FLAG = "priorwatch_estimate_flag"
+"""gauge {model, segment, kind}: 1 if the label-free verdict is ``kind`` (prior, likelihood)."""
+ESTIMATE_P_VALUE = "priorwatch_estimate_p_value"
+"""gauge {model, segment, kind}: p-value of the label-free prior test / fit test (likelihood)."""
+ESTIMATE_RELIABLE = "priorwatch_estimate_reliable"
+"""gauge {model, segment}: 1 if the label-free estimate is reliable, else 0."""
+ESTIMATE_ERROR = "priorwatch_estimate_error"
+"""gauge {model, segment, metric}: estimated minus labelled value, from the latest fresh
+window that holds both unlabelled and labelled rows."""
 
 EXPOSED_NAMES: tuple[str, ...] = (
     WINDOW_METRIC,
@@ -68,6 +86,14 @@ EXPOSED_NAMES: tuple[str, ...] = (
     BATCHES_REJECTED + "_total",
     DIRTY_WINDOWS,
     WORKER_LAG,
+    WINDOW_ESTIMATE,
+    WINDOW_ESTIMATE_LOWER,
+    WINDOW_ESTIMATE_UPPER,
+    ESTIMATE_END,
+    ESTIMATE_FLAG,
+    ESTIMATE_P_VALUE,
+    ESTIMATE_RELIABLE,
+    ESTIMATE_ERROR,
 )
 """Every ``priorwatch_*`` sample name of the exposition (for rules and dashboards)."""
 
@@ -159,3 +185,55 @@ STREAK_FAMILIES: tuple[FamilySpec, ...] = (
     ),
 )
 """The streak families (app/exporter/streaks.py), written after :data:`FAMILIES`."""
+
+ESTIMATE_FAMILIES: tuple[FamilySpec, ...] = (
+    FamilySpec(
+        WINDOW_ESTIMATE,
+        "gauge",
+        "Label-free estimate of the latest fresh window with unlabelled rows (prior, metrics)",
+        (*_WINDOW, "metric"),
+    ),
+    FamilySpec(
+        WINDOW_ESTIMATE_LOWER,
+        "gauge",
+        "Lower end of the label-free estimate's interval",
+        (*_WINDOW, "metric"),
+    ),
+    FamilySpec(
+        WINDOW_ESTIMATE_UPPER,
+        "gauge",
+        "Upper end of the label-free estimate's interval",
+        (*_WINDOW, "metric"),
+    ),
+    FamilySpec(
+        ESTIMATE_END,
+        "gauge",
+        "End of the window of the label-free estimate (unix seconds)",
+        _WINDOW,
+    ),
+    FamilySpec(
+        ESTIMATE_FLAG,
+        "gauge",
+        "1 if the label-free verdict is this kind (prior, likelihood), else 0",
+        (*_WINDOW, "kind"),
+    ),
+    FamilySpec(
+        ESTIMATE_P_VALUE,
+        "gauge",
+        "p-value of the label-free prior test (prior) or fit test (likelihood)",
+        (*_WINDOW, "kind"),
+    ),
+    FamilySpec(
+        ESTIMATE_RELIABLE,
+        "gauge",
+        "1 if the label-free estimate is reliable (the mixture fits), else 0",
+        _WINDOW,
+    ),
+    FamilySpec(
+        ESTIMATE_ERROR,
+        "gauge",
+        "Estimated minus labelled metric, latest fresh window holding both kinds of rows",
+        (*_WINDOW, "metric"),
+    ),
+)
+"""The families of the label-free estimates (app/exporter/estimates.py)."""

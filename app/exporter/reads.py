@@ -13,8 +13,8 @@ the number of models and segments:
 4. the queue depth and the age of its oldest dirty mark
    (:func:`app.db.queue.queue_stats`).
 
-"Latest fresh window": per (model, segment), the latest window whose stored
-result has status ``"fresh"`` (it was computed from the version of the
+"Latest fresh window": per (model, segment), the latest window with labelled
+rows whose stored result has status ``"fresh"`` (it was computed from the version of the
 aggregate that was current when it was written). A batch arriving since
 does not hide it until the worker has refreshed the window, so the gauges do
 not flip back to an older window between a batch and its recomputation.
@@ -115,13 +115,13 @@ def _objectives(
 
 
 def read_models(session: Session) -> tuple[ModelRow, ...]:
-    """Every model with its accepted batches and rows (one statement)."""
+    """Every model with its accepted batches and rows, labelled or not (one statement)."""
     counts = (
         select(
             Batch.model_id.label("model_id"),
             func.count().label("batches"),
             # a float sum: an integer SUM raises on SQLite past 2^63 (legacy totals)
-            func.sum(cast(Batch.n, Float)).label("rows"),
+            func.sum(cast(Batch.n, Float) + cast(Batch.unlabelled, Float)).label("rows"),
         )
         .group_by(Batch.model_id)
         .subquery()
@@ -154,14 +154,16 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
 
 
 def _latest(*columns: Any) -> Select[Any]:
-    """SELECT ``columns`` of the latest fresh result per (model, segment) and its aggregate."""
+    """SELECT ``columns`` of the latest fresh result with labelled rows per (model, segment)
+    and its aggregate (a window of unlabelled rows only: app/exporter/estimates.py)."""
     latest = (
-        select(
+        _with_aggregate()
+        .with_only_columns(
             WM.model_id.label("model_id"),
             WM.segment.label("segment"),
             func.max(WM.window_start).label("window_start"),
         )
-        .where(WM.status == StoredStatus.FRESH)
+        .where(WM.status == StoredStatus.FRESH, WA.n > 0)
         .group_by(WM.model_id, WM.segment)
         .subquery()
     )

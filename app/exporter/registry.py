@@ -15,6 +15,7 @@ from prometheus_client import (
 from sqlalchemy.orm import Session
 
 from app.exporter.collector import WindowResultsCollector
+from app.exporter.estimates import EstimateCollector
 from app.exporter.rejections import RejectionCounter, RejectionCountingMiddleware
 from app.exporter.streaks import StreakCollector
 
@@ -29,9 +30,11 @@ class Exporter:
     ----------
     windows : WindowResultsCollector
         Stored window results, queue and ingestion counters (read per scrape);
-        its text (:meth:`render`) includes the streaks.
+        its text (:meth:`render`) includes the streaks and the estimates.
     streaks : StreakCollector
         Consecutive flagged or breached windows (read per scrape).
+    estimates : EstimateCollector
+        Stored label-free estimates and their errors (read per scrape).
     rejections : RejectionCounter
         Rejected batch requests of this process, by reason.
     process : CollectorRegistry
@@ -47,7 +50,8 @@ class Exporter:
 
     def __init__(self, session_factory: Callable[[], Session]) -> None:
         self.streaks = StreakCollector(session_factory)
-        self.windows = WindowResultsCollector(session_factory, parts=(self.streaks,))
+        self.estimates = EstimateCollector(session_factory)
+        self.windows = WindowResultsCollector(session_factory, parts=(self.streaks, self.estimates))
         self.rejections = RejectionCounter()
         self.process = CollectorRegistry(auto_describe=False)
         self.process.register(self.rejections)
@@ -57,6 +61,7 @@ class Exporter:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.windows)
         self.registry.register(self.streaks)
+        self.registry.register(self.estimates)
         self.registry.register(self.process)  # a registry is itself a collector
 
     def render(self) -> bytes:

@@ -45,10 +45,10 @@ from typing import Any
 
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import func, select, tuple_
+from sqlalchemy import and_, func, select, tuple_
 from sqlalchemy.orm import Session
 
-from app.db.models import WindowMetrics
+from app.db.models import WindowAggregate, WindowMetrics
 from app.exporter import names
 from app.exporter.names import STREAK_FAMILIES
 from app.exporter.reads import KEYS_PER_QUERY, ModelRow, read_models
@@ -61,6 +61,7 @@ STREAK_WINDOWS = 24
 """Most recent fresh windows read per (model, segment): the largest streak exposed."""
 
 WM = WindowMetrics
+WA = WindowAggregate
 
 Outcome = bool | None
 """A condition in one window: raised, not raised, or untested (None)."""
@@ -190,17 +191,29 @@ def read_stamps(session: Session) -> dict[Group, Stamp]:
 def read_recent_keys(
     session: Session, groups: Collection[Group] | None = None, limit: int = STREAK_WINDOWS
 ) -> list[StoredKey]:
-    """The keys of the ``limit`` most recent fresh windows of every group (or of
-    ``groups``, 500 per statement), newest first within each."""
-    ranked = select(
-        WM.model_id,
-        WM.segment,
-        WM.window_start,
-        WM.computed_at,
-        func.row_number()
-        .over(partition_by=(WM.model_id, WM.segment), order_by=WM.window_start.desc())
-        .label("rank"),
-    ).where(WM.status == StoredStatus.FRESH)
+    """The keys of the ``limit`` most recent fresh windows with labelled rows of every
+    group (or of ``groups``, 500 per statement), newest first within each. (A window of
+    unlabelled rows only tests nothing: it neither counts nor breaks a streak.)"""
+    ranked = (
+        select(
+            WM.model_id,
+            WM.segment,
+            WM.window_start,
+            WM.computed_at,
+            func.row_number()
+            .over(partition_by=(WM.model_id, WM.segment), order_by=WM.window_start.desc())
+            .label("rank"),
+        )
+        .join(
+            WA,
+            and_(
+                WA.model_id == WM.model_id,
+                WA.segment == WM.segment,
+                WA.window_start == WM.window_start,
+            ),
+        )
+        .where(WM.status == StoredStatus.FRESH, WA.n > 0)
+    )
     if groups is None:
         filters = [ranked]
     else:

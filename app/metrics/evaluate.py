@@ -10,6 +10,7 @@ one sort and calls it; the worker calls it with histogram-derived curves.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from app.errors import InvalidInput
@@ -143,6 +144,53 @@ def evaluate_counts(
             out[f"ops_{name}"] = _ops(name, out[name], prior)
     if cost_ratio is not None:
         out["weighted_accuracy"] = _weighted_accuracy(confusion, cost_ratio, target_prior)
+    return out
+
+
+def threshold_suffix(threshold: float) -> str:
+    """Suffix of the metrics at a non-primary threshold: ``"@t=0.3"``."""
+    return f"@t={threshold:g}"
+
+
+def evaluate_at_thresholds(
+    thresholds: Sequence[float],
+    confusions: Sequence[ConfusionCounts],
+    *,
+    pi0: float | None = None,
+    cost_ratio: float | None = None,
+) -> dict[str, float | None]:
+    """The threshold-dependent metrics at further thresholds, keys suffixed.
+
+    Parameters
+    ----------
+    thresholds : sequence of float
+        The further (non-primary) thresholds.
+    confusions : sequence of ConfusionCounts
+        The matrix at each of them; an empty matrix is skipped.
+    pi0, cost_ratio : float, optional
+        See :func:`evaluate_counts`.
+
+    Returns
+    -------
+    dict
+        For each threshold t, every key of :func:`evaluate_counts` without a
+        curve or probability sums except ``prior`` (labeling, calibrated, OPS
+        of labeling metrics, weighted accuracy), with the suffix
+        :func:`threshold_suffix` of t.
+
+    Examples
+    --------
+    >>> m = evaluate_at_thresholds([0.3], [ConfusionCounts(8, 2, 2, 88)])
+    >>> m["f1@t=0.3"]
+    0.8
+    """
+    out: dict[str, float | None] = {}
+    for threshold, counts in zip(thresholds, confusions, strict=True):
+        if counts.n <= 0:
+            continue
+        at_t = evaluate_counts(None, counts, None, pi0=pi0, cost_ratio=cost_ratio)
+        suffix = threshold_suffix(threshold)
+        out.update({f"{k}{suffix}": v for k, v in at_t.items() if k != "prior"})
     return out
 
 

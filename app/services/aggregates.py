@@ -68,6 +68,9 @@ def apply_batch(aggregate: WindowAggregate, batch: ParsedBatch, now: datetime) -
     """
     aggregate.n += batch.n
     aggregate.positives += batch.positives
+    if batch.unlabelled is not None:
+        aggregate.n_unlabelled += batch.n_unlabelled
+        aggregate.hist_unlabelled = _add(aggregate.hist_unlabelled, batch.unlabelled)
     if batch.hist_positives is not None and batch.hist_negatives is not None:
         aggregate.hist_positives = _add(aggregate.hist_positives, batch.hist_positives)
         aggregate.hist_negatives = _add(aggregate.hist_negatives, batch.hist_negatives)

@@ -50,8 +50,8 @@ from app.services.windowing import window_start
 BATCH_FIELDS = frozenset(
     {"timestamp", "segment", "scores", "labels", "histogram", "confusion_matrix"}
 )
-HISTOGRAM_FIELDS = frozenset({"positives", "negatives", "sums"})
-"""Keys of a histogram batch's object ("unlabelled" is reserved, refused for now)."""
+HISTOGRAM_FIELDS = frozenset({"positives", "negatives", "sums", "unlabelled"})
+"""Keys of a histogram batch's object."""
 
 Counts = npt.NDArray[np.int64]
 
@@ -65,7 +65,7 @@ class ParsedBatch:
     kind : "scores", "histogram" or "confusion_matrix".
     event_at : event time (UTC); ``window_start`` is the start of its window.
     segment : a registered segment, or None.
-    n, positives : rows and rows with label 1.
+    n, positives : labelled rows and rows with label 1.
     hist_positives, hist_negatives : int64, shape (n_bins,), or None for a
         confusion-matrix batch; element j counts the class's rows in bin j.
     confusion : one entry per model threshold (primary first): the exact
@@ -73,6 +73,9 @@ class ParsedBatch:
         (a confusion-matrix batch only knows the primary threshold).
     sums : per-example probability sums (scores batches, and histogram batches
         that carry ``sums``), else None.
+    unlabelled : int64, shape (n_bins,), or None: rows without labels per bin
+        (``scores`` without ``labels``, or a histogram's ``unlabelled``).
+    n_unlabelled : rows without labels (not counted in ``n``).
     """
 
     kind: str
@@ -85,6 +88,8 @@ class ParsedBatch:
     hist_negatives: Counts | None
     confusion: tuple[ConfusionCounts | None, ...]
     sums: ProbabilitySums | None
+    unlabelled: Counts | None = None
+    n_unlabelled: int = 0
 
 
 def _has_exactly_two(body: bytes, char: bytes) -> bool:
@@ -209,6 +214,15 @@ def scores_labels_arrays(
     return check_scores_labels(scores, labels)
 
 
+def unlabelled_scores_array(doc: dict[str, Any], *, max_rows: int) -> npt.NDArray[np.float64]:
+    """``doc["scores"]`` of a batch without labels, validated as labelled scores are."""
+    raw = doc.get("scores")
+    size = len(raw) if isinstance(raw, list | np.ndarray) else 0
+    no_labels = np.zeros(size, dtype=np.int64)  # only the scores can be wrong
+    scores, _ = scores_labels_arrays({"scores": raw, "labels": no_labels}, max_rows=max_rows)
+    return scores
+
+
 def _count_array(field: str, raw: Any, size: int) -> Counts:
     if not isinstance(raw, list):
         raise InvalidInput(field, "must be an array of counts")
@@ -295,44 +309,59 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
         kinds.append("scores")
     if len(kinds) != 1:
         raise InvalidInput(
-            "body", "give exactly one of scores + labels, histogram or confusion_matrix"
+            "body", "give exactly one of scores (+ labels), histogram or confusion_matrix"
         )
     kind = kinds[0]
     start = window_start(event_at, model.window)
     sums: ProbabilitySums | None = None
-    pos: Counts | None
-    neg: Counts | None
-    if kind == "scores":
+    pos: Counts | None = None
+    neg: Counts | None = None
+    unlabelled: Counts | None = None
+    confusion: tuple[ConfusionCounts | None, ...] = (None,) * len(model.thresholds)
+    n = positives = 0
+    if kind == "scores" and "labels" not in doc:
+        scores = unlabelled_scores_array(doc, max_rows=settings.max_batch_rows)
+        _, unlabelled = histogram_counts(
+            scores, np.zeros(scores.size, dtype=np.bool_), model.bin_edges
+        )
+    elif kind == "scores":
         s, y = scores_labels_arrays(doc, max_rows=settings.max_batch_rows)
         pos, neg = histogram_counts(s, y, model.bin_edges)
         sums = ProbabilitySums.from_predictions(s, y)
-        confusion: tuple[ConfusionCounts | None, ...] = _confusion_from_histograms(model, pos, neg)
+        confusion = _confusion_from_histograms(model, pos, neg)
         n, positives = int(s.size), int(np.count_nonzero(y))
     elif kind == "histogram":
         raw = doc["histogram"]
-        if isinstance(raw, dict) and "unlabelled" in raw:
+        keys = set(raw) if isinstance(raw, dict) else set()
+        labelled = {"positives", "negatives"}
+        if not keys or len(keys & labelled) == 1 or keys.isdisjoint(labelled | {"unlabelled"}):
             raise InvalidInput(
-                "histogram.unlabelled", "unlabelled counts are not accepted by this server yet"
+                "histogram",
+                'must be an object {"positives": [...], "negatives": [...]}, '
+                '{"unlabelled": [...]} or all three',
             )
-        if not isinstance(raw, dict) or not {"positives", "negatives"} <= set(raw):
-            raise InvalidInput(
-                "histogram", 'must be an object {"positives": [...], "negatives": [...]}'
-            )
-        unknown_keys = sorted(set(raw) - HISTOGRAM_FIELDS)
+        unknown_keys = sorted(keys - HISTOGRAM_FIELDS)
         if unknown_keys:
             raise InvalidInput(f"histogram.{unknown_keys[0]}", "unknown field")
-        pos = _class_counts("histogram.positives", raw["positives"], model.n_bins)
-        neg = _class_counts("histogram.negatives", raw["negatives"], model.n_bins)
+        if "sums" in keys and not labelled <= keys:
+            raise InvalidInput("histogram.sums", "needs positives and negatives")
+        if labelled <= keys:
+            pos = _class_counts("histogram.positives", raw["positives"], model.n_bins)
+            neg = _class_counts("histogram.negatives", raw["negatives"], model.n_bins)
+        if "unlabelled" in keys:
+            unlabelled = _class_counts("histogram.unlabelled", raw["unlabelled"], model.n_bins)
         # every count is at most 2^40, so the int64 sums below cannot overflow
-        check_batch_total("histogram", int(pos.sum()) + int(neg.sum()))
-        positives = int(pos.sum())
-        n = positives + int(neg.sum())
-        confusion = _confusion_from_histograms(model, pos, neg)
-        if "sums" in raw:
-            sums = parse_score_sums(raw["sums"], positives, n - positives)
+        check_batch_total(
+            "histogram", sum(int(c.sum()) for c in (pos, neg, unlabelled) if c is not None)
+        )
+        if pos is not None and neg is not None:
+            positives = int(pos.sum())
+            n = positives + int(neg.sum())
+            confusion = _confusion_from_histograms(model, pos, neg)
+            if "sums" in raw:
+                sums = parse_score_sums(raw["sums"], positives, n - positives)
     else:
         cm = _parse_confusion_matrix(doc["confusion_matrix"])
-        pos = neg = None
         confusion = (cm,) + (None,) * (len(model.thresholds) - 1)
         n, positives = int(cm.n), int(cm.positives)
     return ParsedBatch(
@@ -346,4 +375,6 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
         hist_negatives=neg,
         confusion=confusion,
         sums=sums,
+        unlabelled=unlabelled,
+        n_unlabelled=0 if unlabelled is None else int(unlabelled.sum()),
     )

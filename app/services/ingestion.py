@@ -77,7 +77,7 @@ def _store(
     response = {
         "batch_id": str(batch_id),
         "window_start": isoformat_z(parsed.window_start),
-        "count": parsed.n,
+        "count": parsed.n + parsed.n_unlabelled,
     }
     session.add(
         Batch(
@@ -91,6 +91,7 @@ def _store(
             segment=parsed.segment,
             n=parsed.n,
             positives=parsed.positives,
+            unlabelled=parsed.n_unlabelled,
             response=response,
             received_at=now,
         )
@@ -101,7 +102,8 @@ def _store(
         session, model.id, parsed.window_start, segments, model.thresholds, now
     )
     model_total = queries.model_example_total(session, model.id)
-    check_room(parsed.kind, parsed.n, (a.n for a in aggregates), model_total)
+    added = parsed.n + parsed.n_unlabelled  # labelled and unlabelled rows share the ceilings
+    check_room(parsed.kind, added, (a.n + a.n_unlabelled for a in aggregates), model_total)
     for aggregate in aggregates:
         apply_batch(aggregate, parsed, now)
     session.flush()

@@ -274,7 +274,8 @@ def sla_report(
     window_range = resolve_range(
         model.window, start_from, to, now=now, max_windows=MAX_STORED_WINDOWS
     )
-    windows = stored_windows(session, model, key, window_range)
+    # Windows of unlabelled rows only have no metrics to hold to an objective.
+    windows = [w for w in stored_windows(session, model, key, window_range) if w.n > 0]
     return SlaReport(
         model=model.name,
         pi0=model.pi0,

@@ -42,7 +42,12 @@ from app.drift.two_sample import coarsen, quantile_bin_starts
 from app.drift.verdict import drift_verdict
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import CurveCounts, cumulative_counts_from_histograms, pr_curve, roc_curve
-from app.metrics.evaluate import OPS_METRICS, curve_metrics, evaluate_counts
+from app.metrics.evaluate import (
+    OPS_METRICS,
+    curve_metrics,
+    evaluate_at_thresholds,
+    evaluate_counts,
+)
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops_scoring import oprc_curve
 from app.metrics.probability import ProbabilitySums
@@ -53,7 +58,8 @@ from app.metrics.uncertainty import (
     rate_interval,
 )
 from app.services.model_config import ModelConfig
-from app.services.window_sums import WindowSums, sums_seed
+from app.services.window_estimate import estimate_document
+from app.services.window_sums import Counts, WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict
 
 Array = npt.NDArray[np.float64]
@@ -73,11 +79,6 @@ POSITIVES_ONLY_METRICS = frozenset({"recall", "fnr"})
 """Metrics computed from the actual positives alone."""
 NEGATIVES_ONLY_METRICS = frozenset({"specificity", "fpr"})
 """Metrics computed from the actual negatives alone."""
-
-
-def threshold_suffix(threshold: float) -> str:
-    """Suffix of the metrics at a non-primary threshold: ``"@t=0.3"``."""
-    return f"@t={threshold:g}"
 
 
 # --- the output ----------------------------------------------------------
@@ -108,6 +109,12 @@ class WindowResult:
         ``{"roc", "pr", "calibrated_pr", "oprc"}`` point lists, at most
         :data:`MAX_CURVE_POINTS` each (None for a label-only window). OPRC is
         OPS(precision | recall = u) at the window's prior on a 20-point grid.
+    estimate : dict or None
+        The label-free estimate from the window's unlabelled rows
+        (:func:`app.services.window_estimate.estimate_document`).
+
+    A window with unlabelled rows only has no metrics, intervals or curves,
+    and the drift verdict "none" with status "insufficient_data".
     """
 
     metrics: dict[str, float | None]
@@ -115,6 +122,7 @@ class WindowResult:
     intervals: dict[str, dict[str, float | None]]
     drift: dict[str, Any]
     curves: dict[str, Any] | None = field(default=None)
+    estimate: dict[str, Any] | None = field(default=None)
 
 
 def compute_window_result(
@@ -136,7 +144,8 @@ def compute_window_result(
     reference : WindowSums or None
         The sum of the reference period's windows of the same segment
         (:func:`app.services.drift_reference.reference_period`); None when the model has no
-        reference or the period holds no data yet.
+        reference or the period holds no data yet (and for a window inside the
+        period). It is also the reference of the label-free estimate.
     in_reference_period : bool
         The window belongs to the reference period: its verdict is "reference".
     rng : numpy Generator, optional
@@ -147,8 +156,17 @@ def compute_window_result(
     -------
     WindowResult
     """
-    if window.n <= 0:
+    if window.n <= 0 and window.n_unlabelled <= 0:
         raise ValueError("the window holds no examples")
+    ref_hists = _histograms(reference)
+    if window.n <= 0:
+        no_labels = {
+            "verdict": DriftVerdict.NONE,
+            "status": DriftStatus.INSUFFICIENT_DATA,
+            "detail": "the window has no labelled rows",
+        }
+        estimate = estimate_document(model, window.unlabelled, ref_hists, None)
+        return WindowResult({}, {}, {}, no_labels, None, estimate)
     rng = rng if rng is not None else np.random.default_rng(sums_seed(window))
     curve = _curve(model, window)
     metrics = _metrics(model, window, curve)
@@ -156,7 +174,14 @@ def compute_window_result(
     intervals = _intervals(model, window, metrics, rng)
     drift = _drift(model, window, reference, in_reference_period)
     curves = None if curve is None else _curves(model, curve)
-    return WindowResult(metrics, reasons, intervals, drift, curves)
+    estimate = estimate_document(model, window.unlabelled, ref_hists, metrics)
+    return WindowResult(metrics, reasons, intervals, drift, curves, estimate)
+
+
+def _histograms(window: WindowSums | None) -> tuple[Counts, Counts] | None:
+    if window is None or window.hist_positives is None or window.hist_negatives is None:
+        return None
+    return window.hist_positives, window.hist_negatives
 
 
 def _curve(model: ModelConfig, window: WindowSums) -> CurveCounts | None:
@@ -185,13 +210,7 @@ def _metrics(
             curve, curve.confusion_at(model.primary_threshold), None, **options
         )
         out.update({k: v for k, v in with_curve.items() if k not in labeling_keys})
-    dependent = [k for k in evaluate_counts(None, primary, None, **options) if k != "prior"]
-    for threshold, counts in zip(model.thresholds[1:], window.confusion[1:], strict=True):
-        if counts.n <= 0:
-            continue
-        at_t = evaluate_counts(None, counts, None, **options)
-        suffix = threshold_suffix(threshold)
-        out.update({f"{k}{suffix}": at_t[k] for k in dependent})
+    out.update(evaluate_at_thresholds(model.thresholds[1:], window.confusion[1:], **options))
     return out
 
 

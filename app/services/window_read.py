@@ -100,7 +100,8 @@ class WindowView:
     granularity : str
         The window length (the model's, or the re-windowing granularity).
     n, positives : int
-        Examples in the window and actual positives among them (current sums).
+        Labelled examples in the window and actual positives among them
+        (current sums).
     status : str
         ``"fresh"`` or ``"pending"`` (module docstring).
     metrics : dict of str to float or None
@@ -121,6 +122,11 @@ class WindowView:
         Stored windows summed into this one (1 for a stored window).
     error : str or None
         Why the last computation failed (stored status "error").
+    n_unlabelled : int
+        Rows without labels (current sums).
+    estimate : dict or None
+        The label-free estimate from the unlabelled rows (docs/estimation.md);
+        None without unlabelled rows or without a drift reference.
     """
 
     start: datetime
@@ -139,6 +145,8 @@ class WindowView:
     aggregate_version: int | None = None
     merged_windows: int = 1
     error: str | None = None
+    n_unlabelled: int = 0
+    estimate: dict[str, Any] | None = None
 
     @property
     def prior(self) -> float | None:
@@ -163,6 +171,8 @@ class WindowView:
             "computed_at": None if self.computed_at is None else iso(self.computed_at),
             "aggregate_version": self.aggregate_version,
             "merged_windows": self.merged_windows,
+            "n_unlabelled": self.n_unlabelled,
+            "estimate": self.estimate,
         }
         if self.error is not None:
             out["error"] = self.error
@@ -204,6 +214,8 @@ def _stored_columns(with_curves: bool) -> list[Any]:
         WM.intervals,
         WM.drift,
         WM.error,
+        WA.n_unlabelled,
+        WM.estimate,
     ]
     if with_curves:
         columns.append(WM.curves)
@@ -222,8 +234,13 @@ def _stored_select(model: ModelConfig, key: str, *, with_curves: bool) -> Any:
                 WM.window_start == WA.window_start,
             ),
         )
-        .where(WA.model_id == model.id, WA.segment == key, WA.n > 0)
+        .where(WA.model_id == model.id, WA.segment == key, _has_rows())
     )
+
+
+def _has_rows() -> Any:
+    """The aggregate holds rows, labelled or not."""
+    return (WA.n > 0) | (WA.n_unlabelled > 0)
 
 
 def _stored_view(model: ModelConfig, key: str, row: Any, *, with_curves: bool) -> WindowView:
@@ -246,6 +263,8 @@ def _stored_view(model: ModelConfig, key: str, row: Any, *, with_curves: bool) -
         computed_at=row.computed_at,
         aggregate_version=None if row.aggregate_version is None else int(row.aggregate_version),
         error=row.error,
+        n_unlabelled=int(row.n_unlabelled),
+        estimate=row.estimate if has_result else None,
     )
 
 
@@ -283,7 +302,7 @@ def _merge_groups(
         .where(
             WA.model_id == model.id,
             WA.segment == key,
-            WA.n > 0,
+            _has_rows(),
             WA.window_start >= window_range.start,
             WA.window_start < window_range.end,
         )
@@ -318,7 +337,7 @@ def _merged_view(
     ).all()
     try:
         sums = WindowSums.merge(WindowSums.from_row(r) for r in rows)
-        if sums is None or sums.n <= 0:
+        if sums is None or (sums.n <= 0 and sums.n_unlabelled <= 0):
             return None
         end = start + window_length(granularity)
         period = reference_period(model, start, end)
@@ -348,6 +367,8 @@ def _merged_view(
         curves=result.curves if with_curves else None,
         computed_at=now,
         merged_windows=len(rows),
+        n_unlabelled=sums.n_unlabelled,
+        estimate=result.estimate,
     )
 
 

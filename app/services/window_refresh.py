@@ -151,6 +151,7 @@ def _document(result: WindowResult) -> dict[str, Any]:
         "intervals": result.intervals,
         "drift": result.drift,
         "curves": result.curves,
+        "estimate": result.estimate,
     }
 
 

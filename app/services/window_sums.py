@@ -39,6 +39,7 @@ class AggregateRow(Protocol):
     log_loss_sum: float | None
     score_sum_positive: float | None
     score_sum_negative: float | None
+    hist_unlabelled: Counts | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +60,9 @@ class WindowSums:
         with histograms (a confusion-matrix batch knows the primary one alone).
     sums : ProbabilitySums or None
         Per-example sums of the ``scores`` batches (None without any).
+    unlabelled : int64 array of shape (n_bins,) or None
+        Element j counts the rows without labels with a score in bin j (not
+        in ``n``); None when no such row arrived.
 
     Every field is a sum over batches, so ``a + b`` is the window holding both
     (:meth:`merge` for many): re-windowing is exact.
@@ -70,6 +74,7 @@ class WindowSums:
     hist_negatives: Counts | None
     confusion: tuple[ConfusionCounts, ...]
     sums: ProbabilitySums | None
+    unlabelled: Counts | None = None
 
     @classmethod
     def from_row(cls, row: AggregateRow) -> WindowSums:
@@ -85,11 +90,19 @@ class WindowSums:
                 for i in range(len(row.confusion))
             ),
             sums=aggregates.probability_sums(row),  # type: ignore[arg-type]
+            unlabelled=None
+            if row.hist_unlabelled is None
+            else np.asarray(row.hist_unlabelled, dtype=np.int64),
         )
 
     @property
     def negatives(self) -> int:
         return self.n - self.positives
+
+    @property
+    def n_unlabelled(self) -> int:
+        """Rows without labels."""
+        return 0 if self.unlabelled is None else int(self.unlabelled.sum())
 
     @property
     def has_full_histograms(self) -> bool:
@@ -109,6 +122,7 @@ class WindowSums:
             else self.sums + other.sums
         )
         check_merged_total(self.n + other.n)
+        check_merged_total(self.n_unlabelled + other.n_unlabelled)
         return WindowSums(
             n=self.n + other.n,
             positives=self.positives + other.positives,
@@ -116,6 +130,7 @@ class WindowSums:
             hist_negatives=_add_counts(self.hist_negatives, other.hist_negatives),
             confusion=tuple(a + b for a, b in zip(self.confusion, other.confusion, strict=True)),
             sums=sums,
+            unlabelled=_add_counts(self.unlabelled, other.unlabelled),
         )
 
     @classmethod
@@ -132,6 +147,8 @@ class WindowSums:
         h.update(np.array([self.n, self.positives], dtype="<i8").tobytes())
         for hist in (self.hist_positives, self.hist_negatives):
             h.update(b"-" if hist is None else np.ascontiguousarray(hist, dtype="<i8").tobytes())
+        if self.unlabelled is not None:  # (absent: the digest of a labelled-only window)
+            h.update(b"u" + np.ascontiguousarray(self.unlabelled, dtype="<i8").tobytes())
         for c in self.confusion:
             h.update(np.array([c.tp, c.fp, c.fn, c.tn], dtype="<f8").tobytes())
         if self.sums is not None:

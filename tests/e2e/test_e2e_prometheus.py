@@ -120,7 +120,12 @@ def _feed(http: httpx.Client, processes: Processes) -> UserPath:
         for segment in SEGMENTS:
             prior, separation = STABLE if offset < REFERENCE_WINDOWS else SHIFTED[segment]
             scores, labels = simulate(rng, ROWS, prior, separation)
-            user.post_batch(user.start(offset) + timedelta(minutes=10), scores, labels, segment)
+            at = user.start(offset) + timedelta(minutes=10)
+            if offset >= REFERENCE_WINDOWS:  # the scores first, without labels (estimates)
+                unlabelled = {"timestamp": iso(at), "segment": segment, "scores": scores.tolist()}
+                sent = user.send(json.dumps(unlabelled).encode(), None)
+                assert sent.status_code == 202, sent.text
+            user.post_batch(at, scores, labels, segment)
     # one rejection, so that the rejection counter (and its dashboard panel) has a series
     rejected = user.send(b'{"timestamp": "2026-11-26T00:00:00Z", "scores": [2.0]}', None)
     assert rejected.status_code == 422, rejected.text

@@ -153,7 +153,7 @@ def _bad_input_stores_nothing(user: UserPath, rng: np.random.Generator) -> dict[
         ({**good, "segment": "apac"}, "segment"),
         ({**good, "timestamp": iso(datetime.now(UTC) - timedelta(days=40))}, "timestamp"),
         ({**good, "timestamp": "the day before yesterday"}, "timestamp"),
-        ({key: v for key, v in good.items() if key != "labels"}, "labels"),
+        ({**good, "labels": None}, "labels"),  # (without the field: unlabelled rows)
     ]
     key = "bad-then-good-0001"
     for body, field in cases:

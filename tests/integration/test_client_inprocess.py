@@ -192,7 +192,8 @@ def test_read_side_returns_typed_windows_and_sla(api: Any, client: TestClient) -
 def test_refused_batches_are_reported_by_flush_and_others_still_stored(
     api: Any, client: TestClient
 ) -> None:
-    """Unlabelled rows: this server refuses them (422); the labelled batch is stored anyway."""
+    """A batch the server refuses (422) is reported once; the others are stored, the
+    unlabelled rows of log_scores included."""
     api.create_model("fraud", window="1h", threshold=0.5, n_bins=500)
     token = api.create_key("fraud")
     rng = np.random.default_rng(9)
@@ -201,18 +202,19 @@ def test_refused_batches_are_reported_by_flush_and_others_still_stored(
     scores, labels = _sample(rng, 1000, 0.1)
     pw.log(scores, labels, timestamp=at)
     pw.log_scores(scores[:100], timestamp=at)
+    pw.log_scores(scores[:7], timestamp=at - timedelta(days=60))  # past the backfill age
     with pytest.raises(DeliveryError) as info:
         pw.flush()
     (undelivered,) = info.value.batches
-    assert undelivered.rows == 100 and b'"unlabelled"' in undelivered.body
+    assert undelivered.rows == 7 and b'"unlabelled"' in undelivered.body
     (cause,) = info.value.causes
     assert isinstance(cause, ApiError) and cause.status == 422
-    assert cause.problem["errors"][0]["field"] == "histogram.unlabelled"
+    assert cause.problem["errors"][0]["field"] == "timestamp"
     pw.flush()  # reported once
     pw.close()
     drain(client)
     windows = client.get("/v1/models/fraud/windows", headers=api.bearer(token)).json()["windows"]
-    assert [w["n"] for w in windows] == [1000]
+    assert [(w["n"], w["n_unlabelled"]) for w in windows] == [(1000, 100)]
 
 
 def test_async_client_logs_flushes_and_reads(api: Any, client: TestClient) -> None:

@@ -199,8 +199,9 @@ def test_scrape_runs_a_fixed_number_of_queries(data: Populated) -> None:
     _scrape(data)  # fills the text cache
     with _statements(data) as warm:
         _scrape(data)
-    # models, latest keys, queue (+ BEGIN on SQLite), and the keys of the streak windows
-    assert len(warm) <= 5 and _documents_read(warm) == 0
+    # models, latest keys, queue (+ BEGIN on SQLite), the keys of the streak windows, and
+    # the estimates (one statement)
+    assert len(warm) <= 6 and _documents_read(warm) == 0
     for i in range(3):
         body = {"name": f"extra-{i}", "pi0": 0.2, "segments": ["a", "b"], "n_bins": 100}
         assert data.client.post("/v1/models", json=body, headers=data.admin).status_code == 201
@@ -229,9 +230,10 @@ def test_new_batches_show_in_the_queue_then_in_the_gauges(data: Populated) -> No
     assert _documents_read(statements) == 1
     exporter: Exporter = data.client.app.state.exporter  # type: ignore[attr-defined]
     uncached = render_series(FAMILIES, series(exporter.windows.snapshot()))
-    streaks = CollectorRegistry(auto_describe=False)
-    streaks.register(exporter.streaks)  # prometheus_client's path: its own session and models
-    expected = {**_families(uncached), **_families(generate_latest(streaks).decode())}
+    parts = CollectorRegistry(auto_describe=False)
+    parts.register(exporter.streaks)  # prometheus_client's path: its own session and models
+    parts.register(exporter.estimates)
+    expected = {**_families(uncached), **_families(generate_latest(parts).decode())}
     assert _families(exporter.windows.render_text()) == expected
     assert _get(samples, names.DIRTY_WINDOWS) == 0
     assert (

@@ -43,7 +43,7 @@ def test_bad_sparse_batches_name_the_element_and_store_nothing(
                 "score_sum_negative": 0.0,
             },
         },
-        "histogram.unlabelled": {"unlabelled": {"bins": [0], "counts": [4]}},
+        "histogram.unlabelled.counts": {"unlabelled": {"bins": [0]}},
     }
     for i, (field, histogram) in enumerate(cases.items()):
         r = api.post_batch("fraud", token, {"timestamp": now, "histogram": histogram}, key=f"k{i}")

@@ -43,6 +43,14 @@ EXPOSITION_NAMES: tuple[str, ...] = (
     "priorwatch_batches_rejected_total",
     "priorwatch_dirty_windows",
     "priorwatch_worker_lag_seconds",
+    "priorwatch_window_estimate",
+    "priorwatch_window_estimate_lower",
+    "priorwatch_window_estimate_upper",
+    "priorwatch_estimate_window_end_timestamp_seconds",
+    "priorwatch_estimate_flag",
+    "priorwatch_estimate_p_value",
+    "priorwatch_estimate_reliable",
+    "priorwatch_estimate_error",
 )
 #: Series Prometheus itself writes for every scrape target (rules only).
 PROMETHEUS_SERIES = ("up",)
@@ -166,6 +174,14 @@ def test_rules_read_every_exposed_name_they_should() -> None:
         "priorwatch_window_metric_upper",
         "priorwatch_sla_objective_met",
         "priorwatch_sla_objective_target",
+        # the label-free estimate (only its verdict alerts)
+        "priorwatch_window_estimate",
+        "priorwatch_window_estimate_lower",
+        "priorwatch_window_estimate_upper",
+        "priorwatch_estimate_window_end_timestamp_seconds",
+        "priorwatch_estimate_p_value",
+        "priorwatch_estimate_reliable",
+        "priorwatch_estimate_error",
     }
     assert set(EXPOSITION_NAMES) - for_people <= names
 

@@ -213,8 +213,8 @@ def test_counters_and_queue() -> None:
     # no window yet: no window gauges, but every family is declared
     assert not [k for k in s if k[0] == names.WINDOW_METRIC]
     declared = {f.name for f in text_string_to_metric_families(text)}
-    streaks = {f.name for f in names.STREAK_FAMILIES}  # app/exporter/streaks.py
-    assert {n.removesuffix("_total") for n in names.EXPOSED_NAMES} - streaks <= declared
+    extra = {f.name for f in (*names.STREAK_FAMILIES, *names.ESTIMATE_FAMILIES)}  # other collectors
+    assert {n.removesuffix("_total") for n in names.EXPOSED_NAMES} - extra <= declared
 
 
 def test_empty_queue_has_zero_lag() -> None:
@@ -224,7 +224,7 @@ def test_empty_queue_has_zero_lag() -> None:
 
 
 def test_exposed_names_follow_prometheus_conventions() -> None:
-    assert len(set(names.EXPOSED_NAMES)) == len(names.EXPOSED_NAMES) == 17
+    assert len(set(names.EXPOSED_NAMES)) == len(names.EXPOSED_NAMES) == 25
     for name in names.EXPOSED_NAMES:
         assert name.startswith(names.PREFIX)
         assert name == name.lower()

@@ -146,7 +146,7 @@ GOOD_TS = "2026-11-26T12:00:00Z"
         ({"timestamp": GOOD_TS, "scores": [0.1, 0.2], "labels": [0]}, "labels"),
         ({"timestamp": GOOD_TS, "scores": [], "labels": []}, "scores"),
         ({"timestamp": GOOD_TS, "scores": [0.5] * 1001, "labels": [0] * 1001}, "scores"),
-        ({"timestamp": GOOD_TS, "scores": [0.5]}, "labels"),
+        ({"timestamp": GOOD_TS, "scores": [0.5], "labels": None}, "labels"),
         ({"timestamp": GOOD_TS, "labels": [1]}, "scores"),
         ({"timestamp": GOOD_TS, "scores": "0.5", "labels": [1]}, "scores"),
         ({"scores": [0.5], "labels": [1]}, "timestamp"),

@@ -33,6 +33,7 @@ APP = REPO / "app"
 LAYERS: dict[str, str] = {
     "app.metrics": "pure",
     "app.drift": "pure",
+    "app.estimation": "pure",
     "app.db": "storage",
     "app.services": "domain",
     "app.worker": "worker",
@@ -64,6 +65,7 @@ METRICS_COMPUTATION = (
     "app.metrics.points",
     "app.metrics.voting",
     "app.drift",
+    "app.estimation",
     "app.services.window_compute",
     "app.services.window_read",
     "app.services.window_refresh",
@@ -87,6 +89,7 @@ RULES: tuple[Rule, ...] = (
         frozenset({"numpy", "scipy"}),
     ),
     Rule("app.drift", (*STORAGE, *WEB, *EXPORTER, *DOMAIN), frozenset({"numpy", "scipy"})),
+    Rule("app.estimation", (*STORAGE, *WEB, *EXPORTER, *DOMAIN), frozenset({"numpy", "scipy"})),
     Rule("app.db", ("app.services", "app.worker", "app.exporter", *WEB)),
     Rule("app.worker", (*WEB, "app.exporter")),
     Rule("app.exporter", METRICS_COMPUTATION),

@@ -144,7 +144,7 @@ SUMS = {"brier_sum": 1.0, "log_loss_sum": 2.0, "score_sum_positive": 4.0, "score
         ({"sums": {**SUMS, "score_sum_negative": 4.01}}, "histogram.sums.score_sum_negative"),
         ({"sums": {**SUMS, "score_sum_negative": "1"}}, "histogram.sums.score_sum_negative"),
         ({"sums": {**SUMS, "score_sum_negative": True}}, "histogram.sums.score_sum_negative"),
-        ({"unlabelled": {"bins": [0], "counts": [5]}}, "histogram.unlabelled"),
+        ({"unlabelled": {"bins": [J], "counts": [5]}}, "histogram.unlabelled.bins[0]"),
         ({"other": 1}, "histogram.other"),
     ],
 )
@@ -154,11 +154,15 @@ def test_bad_sparse_histograms_name_the_element(histogram: dict[str, Any], field
     assert info.value.field == field
 
 
-def test_unlabelled_alone_is_refused_as_reserved() -> None:
-    with pytest.raises(InvalidInput) as info:
-        _parse({"timestamp": TS, "histogram": {"unlabelled": [0] * J}})
-    assert info.value.field == "histogram.unlabelled"
-    assert "not accepted by this server yet" in info.value.reason
+def test_unlabelled_counts_in_the_sparse_form() -> None:
+    dense = [0] * J
+    dense[2], dense[J - 1] = 5, 1
+    sparse = {"bins": [2, J - 1], "counts": [5, 1]}
+    alone = _parse({"timestamp": TS, "histogram": {"unlabelled": sparse}})
+    assert (alone.n, alone.n_unlabelled) == (0, 6)
+    assert alone.unlabelled is not None and alone.unlabelled.tolist() == dense
+    beside = _parse(_with({"unlabelled": sparse}))
+    assert beside.n_unlabelled == 6 and beside.n == _parse(_with({})).n
 
 
 def test_sums_at_their_bounds_are_accepted() -> None:

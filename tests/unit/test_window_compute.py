@@ -20,7 +20,7 @@ from app.metrics.areas import roc_auc_from_counts
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
-from app.metrics.evaluate import CURVE_METRICS, evaluate
+from app.metrics.evaluate import CURVE_METRICS, evaluate, threshold_suffix
 from app.metrics.probability import ProbabilitySums
 from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
@@ -30,7 +30,6 @@ from app.services.window_compute import (
     MAX_CURVE_POINTS,
     compute_window_result,
     downsample_indices,
-    threshold_suffix,
 )
 from app.services.window_sums import WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict

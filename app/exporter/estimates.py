@@ -1,0 +1,193 @@
+"""The label-free estimates in the exposition: read from stored results at scrape time.
+
+Per (model, segment), two stored windows (each the latest with a fresh
+result among those that qualify):
+
+* the latest window **with unlabelled rows** gives ``priorwatch_window_estimate``
+  (``metric="prior"`` and every estimated metric), the prior's interval, the
+  label-free verdict as flags and p-values, ``priorwatch_estimate_reliable``
+  and the end of that window;
+* the latest window **with unlabelled and labelled rows** gives
+  ``priorwatch_estimate_error`` (estimated minus labelled, per metric): the
+  estimate's track record once labels arrive.
+
+The labelled families of :mod:`app.exporter.collector` come from the latest
+window with labelled rows, so a window of unlabelled scores never hides them.
+One statement per scrape; nothing is computed, every value was stored by the
+worker (``window_metrics.estimate``). Undefined values are omitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import ColumnElement, Select, and_, func, literal, select, union_all
+from sqlalchemy.orm import Session
+
+from app.db.models import WindowAggregate, WindowMetrics
+from app.exporter import names
+from app.exporter.names import ESTIMATE_FAMILIES, FamilySpec
+from app.exporter.reads import ModelRow, _as_text, _json, read_models
+from app.exporter.series import _finite, segment_label
+from app.exporter.text import Series
+from app.services.windowing import window_length
+
+WA = WindowAggregate
+WM = WindowMetrics
+
+ESTIMATE_KINDS: tuple[str, ...] = ("prior", "likelihood")
+"""``kind`` label values of the label-free flags and p-values."""
+
+
+@dataclass(frozen=True)
+class StoredEstimate:
+    """The stored estimate of one window."""
+
+    model_id: int
+    segment: str
+    start: datetime
+    document: Mapping[str, Any]
+
+
+def _latest_with(role: int, condition: ColumnElement[bool]) -> Select[Any]:
+    """The estimate of the latest fresh window per (model, segment) meeting ``condition``."""
+    joined = and_(
+        WA.model_id == WM.model_id, WA.segment == WM.segment, WA.window_start == WM.window_start
+    )
+    latest = (
+        select(
+            WM.model_id.label("model_id"),
+            WM.segment.label("segment"),
+            func.max(WM.window_start).label("window_start"),
+        )
+        .join(WA, joined)
+        .where(WM.status == "fresh", condition)
+        .group_by(WM.model_id, WM.segment)
+        .subquery()
+    )
+    return select(
+        literal(role).label("role"), WM.model_id, WM.segment, WM.window_start, _as_text(WM.estimate)
+    ).join(
+        latest,
+        and_(
+            latest.c.model_id == WM.model_id,
+            latest.c.segment == WM.segment,
+            latest.c.window_start == WM.window_start,
+        ),
+    )
+
+
+def read_estimates(session: Session) -> tuple[list[StoredEstimate], list[StoredEstimate]]:
+    """Per (model, segment): the latest stored estimate, and the latest with an error.
+
+    One statement (the two selections of the module docstring, UNION ALL).
+    """
+    statement = union_all(
+        _latest_with(0, WA.n_unlabelled > 0), _latest_with(1, and_(WA.n_unlabelled > 0, WA.n > 0))
+    )
+    out: tuple[list[StoredEstimate], list[StoredEstimate]] = ([], [])
+    for role, model_id, segment, start, text in session.execute(statement).all():
+        document = _json(text)
+        if isinstance(document, Mapping):
+            out[int(role)].append(StoredEstimate(int(model_id), segment, start, document))
+    return out
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _metric_samples(
+    out: list[tuple[tuple[str, ...], float]], labels: tuple[str, str], values: Any
+) -> None:
+    if not isinstance(values, Mapping):
+        return
+    for name, raw in values.items():
+        value = _finite(raw)
+        if value is not None:
+            out.append(((*labels, name), value))
+
+
+def estimate_series(
+    models: Iterable[ModelRow],
+    estimates: Iterable[StoredEstimate],
+    errors: Iterable[StoredEstimate],
+) -> Series:
+    """The samples of :data:`~app.exporter.names.ESTIMATE_FAMILIES` (pure)."""
+    out: Series = {spec.name: [] for spec in ESTIMATE_FAMILIES}
+    by_id = {m.id: m for m in models}
+
+    def exposed(stored: StoredEstimate) -> tuple[ModelRow, tuple[str, str]] | None:
+        model = by_id.get(stored.model_id)
+        segment = None if model is None else segment_label(model, stored.segment)
+        return None if model is None or segment is None else (model, (model.name, segment))
+
+    for stored in sorted(estimates, key=lambda e: (e.model_id, e.segment)):
+        found = exposed(stored)
+        if found is None:
+            continue
+        model, labels = found
+        doc = stored.document
+        prior, fit = _mapping(doc.get("prior")), _mapping(doc.get("fit"))
+        _metric_samples(out[names.WINDOW_ESTIMATE], labels, {"prior": prior.get("value")})
+        _metric_samples(out[names.WINDOW_ESTIMATE], labels, doc.get("metrics"))
+        _metric_samples(out[names.WINDOW_ESTIMATE_LOWER], labels, {"prior": prior.get("lower")})
+        _metric_samples(out[names.WINDOW_ESTIMATE_UPPER], labels, {"prior": prior.get("upper")})
+        end = stored.start + window_length(model.window)
+        out[names.ESTIMATE_END].append((labels, end.timestamp()))
+        if fit.get("status") == "ok":
+            for kind in ESTIMATE_KINDS:
+                flag = 1.0 if fit.get("verdict") == kind else 0.0
+                out[names.ESTIMATE_FLAG].append(((*labels, kind), flag))
+        p_values = {"prior": prior.get("p_value"), "likelihood": fit.get("p_value")}
+        _metric_samples(out[names.ESTIMATE_P_VALUE], labels, p_values)
+        if isinstance(doc.get("reliable"), bool):
+            out[names.ESTIMATE_RELIABLE].append((labels, 1.0 if doc["reliable"] else 0.0))
+    for stored in sorted(errors, key=lambda e: (e.model_id, e.segment)):
+        found = exposed(stored)
+        if found is not None:
+            _metric_samples(out[names.ESTIMATE_ERROR], found[1], stored.document.get("error"))
+    return out
+
+
+class EstimateCollector(Collector):
+    """Yields :data:`~app.exporter.names.ESTIMATE_FAMILIES` per scrape.
+
+    ``GET /metrics`` writes them with the window families: the window
+    collector calls :meth:`read` in its own session (one more statement).
+
+    Parameters
+    ----------
+    session_factory : callable returning a Session
+        A new session per :meth:`collect`; it is only read from, then closed.
+    """
+
+    specs: tuple[FamilySpec, ...] = ESTIMATE_FAMILIES
+
+    def __init__(self, session_factory: Callable[[], Session]) -> None:
+        self._session_factory = session_factory
+
+    def read(self, session: Session, models: tuple[ModelRow, ...]) -> Series:
+        """The samples of :attr:`specs`, by family, read in ``session``."""
+        return estimate_series(models, *read_estimates(session))
+
+    def collect(self) -> Iterator[Metric]:
+        with self._session_factory() as session:
+            try:
+                samples = self.read(session, read_models(session))
+            finally:
+                session.rollback()
+        for spec in self.specs:
+            family = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+            for labels, value in samples[spec.name]:
+                family.add_metric(labels, value)
+            yield family
+
+    def describe(self) -> Iterable[Metric]:
+        """Nothing: the families are only known at scrape time (no check at register)."""
+        return ()

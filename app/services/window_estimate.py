@@ -1,0 +1,92 @@
+"""A window's label-free estimate as stored and shown (docs/estimation.md).
+
+The window's unlabelled histogram against the labelled histograms of its
+drift reference (the same reference the drift verdict uses, of the same
+segment): the estimated prior with its interval and adjusted count, every
+metric at it, the fit test and verdict from :mod:`app.estimation`, and, once
+the window also holds labelled rows, ``error``: estimated minus labelled, per
+metric, the estimate's track record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.drift.histograms import WindowHistograms
+from app.errors import InvalidInput
+from app.estimation import MixtureReference, estimate_window
+from app.services.model_config import ModelConfig
+
+Counts = npt.NDArray[np.int64]
+
+
+def estimate_document(
+    model: ModelConfig,
+    unlabelled: Counts | None,
+    reference: tuple[Counts, Counts] | None,
+    labelled: Mapping[str, float | None] | None,
+) -> dict[str, Any] | None:
+    """The ``estimate`` of a window, or None when there is nothing to estimate from.
+
+    Parameters
+    ----------
+    model : ModelConfig
+        Thresholds, pi0, cost ratio, bin edges and drift settings (alpha,
+        minimum prior effect, minimum class count).
+    unlabelled : int64 array of shape (n_bins,) or None
+        The window's rows without labels per bin.
+    reference : (positives, negatives) int64 arrays of shape (n_bins,), or None
+        The labelled histograms of the window's drift reference (the sum of
+        the reference period's windows of the same segment).
+    labelled : mapping or None
+        The window's labelled metrics (as stored), for ``error``; None when
+        the window has no labelled rows.
+
+    Returns
+    -------
+    dict or None
+        :meth:`~app.estimation.LabelFreeEstimate.to_document` plus ``error``
+        (``{metric: estimated - labelled}`` over the metrics both define, or
+        None without labelled rows). None when the window has no unlabelled
+        rows, or the reference cannot identify a prior (no reference, a class
+        missing from its histograms, or both classes scored alike).
+    """
+    if unlabelled is None or not unlabelled.any() or reference is None:
+        return None
+    try:
+        mixture = MixtureReference.from_histograms(
+            WindowHistograms(reference[0], reference[1], model.bin_edges)
+        )
+    except InvalidInput:
+        return None
+    estimate = estimate_window(
+        mixture,
+        unlabelled,
+        thresholds=model.thresholds,
+        pi0=model.pi0,
+        cost_ratio=model.cost_ratio,
+        settings=model.drift_settings(),
+    )
+    document = estimate.to_document()
+    document["error"] = None if labelled is None else estimate_error(estimate.metrics, labelled)
+    return document
+
+
+def estimate_error(
+    estimated: Mapping[str, float | None], labelled: Mapping[str, float | None]
+) -> dict[str, float]:
+    """Estimated minus labelled value of every metric both define.
+
+    >>> estimate_error({"f1": 0.5, "auc_pr": None, "prior": 0.25}, {"f1": 0.25, "prior": None})
+    {'f1': 0.25}
+    """
+    out = {}
+    for name, value in estimated.items():
+        truth = labelled.get(name)
+        if value is not None and truth is not None:
+            out[name] = value - truth
+    return out

@@ -1,0 +1,123 @@
+"""A window's label-free estimate in the service's computation (no database)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.drift.histograms import WindowHistograms
+from app.drift.simulation import BinormalStream
+from app.estimation import MixtureReference, estimate_window
+from app.metrics.binning import default_bin_edges
+from app.metrics.confusion import ConfusionCounts
+from app.metrics.curves import cumulative_counts_from_histograms
+from app.services.model_config import ModelConfig
+from app.services.window_compute import compute_window_result
+from app.services.window_estimate import estimate_document, estimate_error
+from app.services.window_sums import WindowSums, sums_seed
+
+THRESHOLDS = (0.5, 0.3)
+EDGES = default_bin_edges(THRESHOLDS, n_bins=2_000)
+STREAM = BinormalStream(EDGES, mu_positive=0.0, mu_negative=-1.5)
+MODEL = ModelConfig(
+    id=1,
+    name="fraud",
+    window="1h",
+    thresholds=THRESHOLDS,
+    pi0=0.1,
+    cost_ratio=0.7,
+    segments=frozenset(),
+    sla=(),
+    drift={"reference": {"trailing_windows": 3}, "alpha": 0.01},
+    bin_edges=EDGES,
+)
+
+
+def _labelled(h: WindowHistograms) -> WindowSums:
+    pos, neg = h.positives.astype(np.int64), h.negatives.astype(np.int64)
+    curve = cumulative_counts_from_histograms(pos, neg, EDGES)
+    return WindowSums(
+        n=int(h.n),
+        positives=int(h.n_positives),
+        hist_positives=pos,
+        hist_negatives=neg,
+        confusion=tuple(curve.confusion_at(t) for t in THRESHOLDS),
+        sums=None,
+    )
+
+
+def _unlabelled(h: WindowHistograms) -> WindowSums:
+    empty = ConfusionCounts(0.0, 0.0, 0.0, 0.0)
+    return WindowSums(
+        n=0,
+        positives=0,
+        hist_positives=None,
+        hist_negatives=None,
+        confusion=(empty,) * len(THRESHOLDS),
+        sums=None,
+        unlabelled=(h.positives + h.negatives).astype(np.int64),
+    )
+
+
+def test_a_window_of_unlabelled_rows_only_has_an_estimate_and_no_metrics() -> None:
+    rng = np.random.default_rng(1)
+    ref_h = STREAM.window(rng, n=50_000, prior=0.1)
+    window_h = STREAM.window(rng, n=5_000, prior=0.03)
+    result = compute_window_result(MODEL, _unlabelled(window_h), _labelled(ref_h))
+    assert (result.metrics, result.reasons, result.intervals, result.curves) == ({}, {}, {}, None)
+    assert result.drift["verdict"] == "none" and result.drift["status"] == "insufficient_data"
+    expected = estimate_window(
+        MixtureReference.from_histograms(ref_h),
+        window_h.positives + window_h.negatives,
+        thresholds=THRESHOLDS,
+        pi0=0.1,
+        cost_ratio=0.7,
+    )
+    assert result.estimate is not None
+    assert result.estimate == {**expected.to_document(), "error": None}
+    assert result.estimate["metrics"]["f1@t=0.3"] == expected.metrics["f1@t=0.3"]
+    assert compute_window_result(MODEL, _unlabelled(window_h), None).estimate is None
+
+
+def test_labels_that_arrive_later_give_the_error() -> None:
+    rng = np.random.default_rng(2)
+    ref_h = STREAM.window(rng, n=50_000, prior=0.1)
+    window_h = STREAM.window(rng, n=5_000, prior=0.05)
+    both = _labelled(window_h) + _unlabelled(window_h)
+    assert (both.n, both.n_unlabelled) == (5_000, 5_000)
+    result = compute_window_result(MODEL, both, _labelled(ref_h))
+    assert result.estimate is not None
+    error = result.estimate["error"]
+    assert error == estimate_error(result.estimate["metrics"], result.metrics)
+    assert (
+        error["precision"] == result.estimate["metrics"]["precision"] - result.metrics["precision"]
+    )
+    assert "brier" not in error and set(error) <= set(result.metrics)
+    labelled_only = compute_window_result(MODEL, _labelled(window_h), _labelled(ref_h))
+    assert labelled_only.estimate is None
+    assert labelled_only.metrics == result.metrics  # unlabelled rows never enter the metrics
+
+
+def test_no_estimate_without_a_usable_reference() -> None:
+    rng = np.random.default_rng(3)
+    window = _unlabelled(STREAM.window(rng, n=1_000, prior=0.1))
+    assert estimate_document(MODEL, window.unlabelled, None, None) is None
+    negatives_only = STREAM.window(rng, n=1_000, prior=0.0)
+    ref = (negatives_only.positives.astype(np.int64), negatives_only.negatives.astype(np.int64))
+    assert estimate_document(MODEL, window.unlabelled, ref, None) is None
+    assert estimate_document(MODEL, None, ref, None) is None
+    assert estimate_document(MODEL, np.zeros(EDGES.size - 1, dtype=np.int64), ref, None) is None
+
+
+def test_unlabelled_rows_merge_and_enter_the_digest() -> None:
+    rng = np.random.default_rng(4)
+    h = STREAM.window(rng, n=1_000, prior=0.1)
+    a, b = _unlabelled(h), _labelled(h)
+    merged = WindowSums.merge([a, b, a])
+    assert merged is not None and merged.unlabelled is not None
+    np.testing.assert_array_equal(merged.unlabelled, 2 * (h.positives + h.negatives))
+    assert merged.n_unlabelled == 2_000 and merged.n == 1_000
+    assert b.n_unlabelled == 0
+    assert sums_seed(b + a) != sums_seed(b)  # a new unlabelled row changes the result's seed
+    with pytest.raises(ValueError, match="no examples"):
+        compute_window_result(MODEL, WindowSums(0, 0, None, None, a.confusion, None), None)
