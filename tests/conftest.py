@@ -24,11 +24,19 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import settings as hypothesis_settings
 
 from app.config import Settings
 from app.db.base import Base
 from app.db.migrate import upgrade_to_head
 from app.db.scratch import ServerUnavailable, scratch_postgres_database
+
+# Property tests draw their examples from a fixed seed (a run is repeatable, and
+# CI cannot fail on an example no earlier run saw); HYPOTHESIS_PROFILE=explore
+# draws fresh examples and remembers failures, for a developer hunting bugs.
+hypothesis_settings.register_profile("repeatable", derandomize=True, database=None)
+hypothesis_settings.register_profile("explore", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
 

@@ -8,10 +8,10 @@ read at pi0, so the fraud wave shows in the raw metrics and in the verdict
 ``prior`` but not in the SLA, while the degradation is ``likelihood`` and
 breaches it.
 
-Labels usually arrive after the scores. The demo sends both together; the
-place for scores ahead of their labels is the sending loop below
-(``client.log_scores`` per window first, ``client.log`` once labelled), once
-the service stores unlabelled histograms for the label-free estimates.
+Labels usually arrive after the scores, so each hour's scores are first sent
+unlabelled (``client.log_scores``: the label-free estimate of the prior and
+the metrics, checked against the reference's score distributions) and then
+again with their labels (``client.log``); the summary shows both views.
 """
 
 from __future__ import annotations
@@ -112,9 +112,11 @@ def simulate_command(
 
     Registers a model (admin token) with pi0 = 1% and the first 8 hours as drift
     reference, creates a key, sends 24 back-filled hours through the Python
-    client (stable, a fraud wave where only the fraud rate rises x4, back to
-    normal, then a degradation where the frauds' scores move), waits for the
-    worker and prints raw and pi0 metrics, drift verdicts and SLA status.
+    client, each hour's scores first without labels, then with them (stable,
+    a fraud wave where only the fraud rate rises x4, back to normal, then a
+    degradation where the frauds' scores move), waits for the worker and
+    prints raw and pi0 metrics, the label-free estimate, drift verdicts and
+    SLA status.
     """
     import numpy as np
 
@@ -139,6 +141,7 @@ def simulate_command(
     sent = 0
     with sending(url, token, name, retry_seconds) as client:
         for batch in batches(scenario, rng, first, length):
+            client.log_scores(batch.scores, timestamp=batch.timestamp)
             client.log(batch.scores, batch.labels, timestamp=batch.timestamp)
             sent += batch.scores.size
     typer.echo(

@@ -33,6 +33,8 @@ class WindowLine:
     phase: str
     prior: float | None
     metrics: Mapping[str, float | None]
+    estimated_prior: float | None
+    label_free: str
     verdict: str
     sla: str
 
@@ -58,12 +60,15 @@ def window_lines(
     for offset in range(scenario.windows):
         start = _iso(first + offset * length)
         w = by_start.get(start, {})
+        estimate = w.get("estimate") or {}
         lines.append(
             WindowLine(
                 start=start,
                 phase=scenario.phase_of(offset).name,
                 prior=w.get("prior"),
                 metrics=w.get("metrics") or {},
+                estimated_prior=(estimate.get("prior") or {}).get("value"),
+                label_free=str((estimate.get("fit") or {}).get("verdict") or "-"),
                 verdict=str((w.get("drift") or {}).get("verdict") or "-"),
                 sla=str(sla_by_start.get(start, {}).get("status", "-")),
             )
@@ -76,15 +81,30 @@ def _short_start(start: str) -> str:
     return f"{start[5:10]} {start[11:16]}"
 
 
+ESTIMATE_HEADERS = ("prior (scores only)", "label-free")
+"""Columns of the label-free estimate: the prior estimated before the labels, its verdict."""
+
+
 def per_window_table(lines: Sequence[WindowLine]) -> str:
-    """One row per window: start, phase, prior, the :data:`SHOWN` metrics, verdict, SLA."""
-    headers = ["window (UTC)", "phase", "prior", *(title for _, title in SHOWN), "verdict", "sla"]
+    """One row per window: start, phase, prior, the :data:`SHOWN` metrics, the label-free
+    estimate of the prior and its verdict, the drift verdict, SLA."""
+    headers = [
+        "window (UTC)",
+        "phase",
+        "prior",
+        *(title for _, title in SHOWN),
+        *ESTIMATE_HEADERS,
+        "verdict",
+        "sla",
+    ]
     rows = [
         [
             _short_start(line.start),
             line.phase,
             format_number(line.prior, 4),
             *(format_number(line.metrics.get(m)) for m, _ in SHOWN),
+            format_number(line.estimated_prior, 4),
+            line.label_free,
             line.verdict,
             line.sla,
         ]
@@ -108,12 +128,21 @@ def per_phase_table(lines: Sequence[WindowLine]) -> str:
     phases: dict[str, list[WindowLine]] = {}
     for line in lines:
         phases.setdefault(line.phase, []).append(line)
-    headers = ["phase", "prior", *(title for _, title in SHOWN), "verdicts", "sla"]
+    headers = [
+        "phase",
+        "prior",
+        *(title for _, title in SHOWN),
+        *ESTIMATE_HEADERS,
+        "verdicts",
+        "sla",
+    ]
     rows = [
         [
             phase,
             format_number(_mean([x.prior for x in group]), 4),
             *(format_number(_mean([x.metrics.get(m) for x in group])) for m, _ in SHOWN),
+            format_number(_mean([x.estimated_prior for x in group]), 4),
+            _counts([x.label_free for x in group]),
             _counts([x.verdict for x in group]),
             _counts([x.sla for x in group]),
         ]

@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -143,6 +143,8 @@ class Load:
     answers: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    before_send: Callable[[int], None] | None = None
+    """Called in the load's thread before batch ``i`` is first sent."""
 
     @classmethod
     def plan(
@@ -199,6 +201,8 @@ class Load:
         for i, batch in enumerate(self.planned):
             if i == self.hold_at and not self.resume.wait(RETRY_SECONDS):
                 self.failures.append("never resumed")
+            if self.before_send is not None:
+                self.before_send(i)
             self._post_until_accepted(batch)
             if self.failures:
                 return
@@ -344,14 +348,21 @@ def test_the_api_killed_mid_batch_loses_and_doubles_nothing(
 ) -> None:
     deployment = deploy(processes, database)
     user = _register(deployment, 2, clients)
-    # 20 batches left after the hold: the kill comes long before the last one
     load = Load.plan(user, windows=2, batches=30, rows=20000, rng=np.random.default_rng(904))
+    victim = deployment.server.proc
+
+    def kill_soon_after_sending(i: int) -> None:
+        # a few milliseconds into the batch after the hold: most likely while it is
+        # being stored; if it was already stored, the next batch finds the API gone,
+        # so the client notices either way, however fast the API is
+        if i == load.hold_at + 1:
+            threading.Timer(0.005, victim.kill).start()
+
+    load.before_send = kill_soon_after_sending
     thread = load.start()
     wait_until(lambda: load.done == load.hold_at, "the first batches", RETRY_SECONDS, processes)
     load.resume.set()
-    wait_until(lambda: load.done > load.hold_at, "one more batch", RETRY_SECONDS, processes)
-    deployment.server.proc.kill()  # most likely while the next batch is being stored
-    deployment.server.proc.wait(30)
+    victim.wait(30)
     processes.started.remove(deployment.server)
     wait_until(
         lambda: load.count(TRANSPORT_ERROR) > 0, "the client notices", RETRY_SECONDS, processes

@@ -205,8 +205,11 @@ def test_histograms_agree_with_raw_scores_within_bin_resolution(seed: int, prior
     edges = default_bin_edges(n_bins=1000)
     raw = curve_metrics(cumulative_counts(s, y))
     binned = curve_metrics(cumulative_counts_from_histograms(*histogram_counts(s, y, edges), edges))
+    # 2% of each area's range; the lift area ranges up to its ideal 1 - ln(pi)
+    ideal_lift = 1 - np.log(y.mean())
     for name in CURVE_METRICS:
-        assert binned[name] == pytest.approx(raw[name], abs=0.02), name
+        scale = ideal_lift if name == "auc_lift" else 1.0
+        assert binned[name] == pytest.approx(raw[name], abs=0.02 * scale), name
 
 
 @PROPS
