@@ -38,8 +38,18 @@ fmt: $(STAMP) ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: $(STAMP) ## run the benchmarks in bench/ and print figures and ratios
-	@for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+# BENCH_QUICK=1 make bench: the long scripts on smaller samples (a few minutes in all)
+BENCH_QUICK ?=
+bench: $(STAMP) ## run the benchmarks in bench/ and print figures and ratios (BENCH_QUICK=1: shorter runs)
+	@for f in bench/bench_*.py; do \
+	  args=""; \
+	  if [ -n "$(BENCH_QUICK)" ]; then case $$f in \
+	    */bench_coverage.py) args="--quick";; \
+	    */bench_drift_power.py) args="--trials 50";; \
+	    */bench_worker.py) args="--rounds 1";; \
+	  esac; fi; \
+	  echo "== $$f$${args:+ $$args}"; $(BIN)/python $$f $$args || exit 1; \
+	done
 
 migrate: $(STAMP) ## apply migrations to PRIORWATCH_DATABASE_URL (default: ./priorwatch.db)
 	$(BIN)/priorwatch migrate

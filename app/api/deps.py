@@ -155,8 +155,6 @@ AdminModelDep = Annotated[Model, Depends(admin_model)]
 """The path's model, for the admin."""
 ReadModelDep = Annotated[Model, Depends(model_with_scope("read"))]
 """The path's model, for the admin or a key with the read scope."""
-IngestModelDep = Annotated[Model, Depends(model_with_scope("ingest"))]
-"""The path's model, for the admin or a key with the ingest scope."""
 AnyScopeModelDep = Annotated[Model, Depends(model_with_scope("read", "ingest"))]
 """The path's model, for the admin or any key of it (settings and bins)."""
 

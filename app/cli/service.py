@@ -15,7 +15,6 @@ import httpx
 import orjson
 import typer
 
-EXIT_OK = 0
 EXIT_SERVICE = 1
 """The service answered with an error (4xx/5xx), or a result was not as asked."""
 EXIT_USAGE = 2

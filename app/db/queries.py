@@ -46,13 +46,6 @@ def find_batch_by_idempotency_key(session: Session, model_id: int, key: str) -> 
     ).one_or_none()
 
 
-def count_batches(session: Session, model_id: int) -> int:
-    return int(
-        session.scalar(select(func.count()).select_from(Batch).where(Batch.model_id == model_id))
-        or 0
-    )
-
-
 @dataclass(frozen=True)
 class ExampleTotals:
     """What :func:`example_totals` read (rows labelled or not).

@@ -166,9 +166,10 @@ def resolve_range(
 
 
 def check_window_start(start: datetime, granularity: str) -> datetime:
-    """``start`` if it is the start of a window of ``granularity``, else InvalidInput."""
-    if start.tzinfo is None or start.utcoffset() is None:
-        raise InvalidInput("start", "must carry a time zone offset (e.g. Z)")
+    """``start`` (aware, as every parsed instant is) if it starts a window of ``granularity``.
+
+    Raises InvalidInput naming the window that contains it otherwise.
+    """
     aligned = window_start(start, granularity)
     if aligned != start:
         raise InvalidInput(

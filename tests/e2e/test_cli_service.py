@@ -111,6 +111,28 @@ def test_models_and_keys(service: str) -> None:
     assert refused.exit_code == EXIT_SERVICE and "HTTP 401" in refused.output
 
 
+def test_models_create_from_a_body_file_and_list_as_json(service: str, tmp_path: Path) -> None:
+    body = tmp_path / "model.json"
+    body.write_text(
+        json.dumps({"pi0": 0.5, "description": "from a file", "drift": {"alpha": 0.05}}),
+        encoding="utf-8",
+    )
+    created = admin(
+        service, "models", "create", "cli-body", "--pi0", "0.02", "--cost-ratio", "0.8",
+        "--body", str(body),
+    )  # fmt: skip
+    assert created.exit_code == 0, created.output
+    model = json.loads(created.stdout)
+    # the file's settings are kept, the options override it (pi0 from --pi0, not the file)
+    assert (model["description"], model["drift"]["alpha"]) == ("from a file", 0.05)
+    assert (model["pi0"], model["cost_ratio"]) == (0.02, 0.8)
+
+    listed = admin(service, "models", "list", "--json")
+    assert listed.exit_code == 0, listed.output
+    by_name = {m["name"]: m for m in json.loads(listed.stdout)}
+    assert by_name["cli-body"]["cost_ratio"] == 0.8
+
+
 def _write_csv(path: Path, rows: list[tuple[float, int, str, str]]) -> None:
     with path.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)

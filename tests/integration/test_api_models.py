@@ -80,6 +80,25 @@ def test_patch_changes_settings_but_not_fixed_ones(api: Any) -> None:
     assert api.client.get("/v1/models/m", headers=api.admin).json()["thresholds"] == [0.5]
 
 
+def test_patch_sla_and_drift_and_refuse_nulls(api: Any) -> None:
+    api.create_model("p")
+    r = api.client.patch(
+        "/v1/models/p",
+        json={"sla": [{"metric": "recall", "op": ">=", "target": 0.4}], "drift": {"alpha": 0.05}},
+        headers=api.admin,
+    )
+    assert r.status_code == 200, r.text
+    assert [(o["metric"], o["target"]) for o in r.json()["sla"]] == [("recall", 0.4)]
+    assert r.json()["drift"]["alpha"] == 0.05
+    before = api.client.get("/v1/models/p", headers=api.admin).json()
+    for field, reason in [("pi0", "must be a number"), ("drift", "must be an object")]:
+        r = api.client.patch("/v1/models/p", json={field: None}, headers=api.admin)
+        assert r.status_code == 422, (field, r.text)
+        assert r.json()["errors"][0]["field"] == field
+        assert reason in r.json()["errors"][0]["reason"]
+    assert api.client.get("/v1/models/p", headers=api.admin).json() == before
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

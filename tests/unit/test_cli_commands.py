@@ -102,7 +102,7 @@ def test_parse_objective() -> None:
     assert parse_objective("f1>=0.6") == {"metric": "f1", "op": ">=", "target": 0.6}
     assert parse_objective(" fpr <= 1e-2 ") == {"metric": "fpr", "op": "<=", "target": 0.01}
     assert parse_objective("mcc@t=0.3>=0.2")["metric"] == "mcc@t=0.3"
-    for bad in ("f1>0.6", "f1>=", ">=0.5", "f1>=x"):
+    for bad in ("f1>0.6", "f1>=", ">=0.5", "f1>=x", "f1>=1.2.3", "f1>=e"):
         with pytest.raises(typer.BadParameter):
             parse_objective(bad)
 
@@ -118,6 +118,20 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"), [("{not json", "not JSON"), ("[1, 2]", "the JSON is not an object")]
+)
+def test_models_create_refuses_a_bad_body_file(tmp_path: Path, text: str, reason: str) -> None:
+    body = tmp_path / "model.json"
+    body.write_text(text, encoding="utf-8")
+    # refused before any request: the closed port is never reached
+    url = f"http://127.0.0.1:{_closed_port()}"
+    args = ["models", "create", "m", "--pi0", "0.1", "--body", str(body), "--url", url]
+    result = runner.invoke(cli, [*args, "--admin-token", "t" * 32])
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert reason in result.output
 
 
 def test_unreachable_service_exits_3() -> None:
