@@ -19,20 +19,19 @@ worker (``window_metrics.estimate``). Undefined values are omitted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 from sqlalchemy import ColumnElement, Select, and_, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
 from app.db.models import WindowAggregate, WindowMetrics
 from app.exporter import names
 from app.exporter.names import ESTIMATE_FAMILIES, FamilySpec
-from app.exporter.reads import ModelRow, _as_text, _json, read_models
+from app.exporter.part import StoredPartCollector
+from app.exporter.reads import ModelRow, _as_text, _json
 from app.exporter.series import _finite, segment_label
 from app.exporter.text import Series
 from app.services.windowing import window_length
@@ -155,7 +154,7 @@ def estimate_series(
     return out
 
 
-class EstimateCollector(Collector):
+class EstimateCollector(StoredPartCollector):
     """Yields :data:`~app.exporter.names.ESTIMATE_FAMILIES` per scrape.
 
     ``GET /metrics`` writes them with the window families: the window
@@ -169,25 +168,6 @@ class EstimateCollector(Collector):
 
     specs: tuple[FamilySpec, ...] = ESTIMATE_FAMILIES
 
-    def __init__(self, session_factory: Callable[[], Session]) -> None:
-        self._session_factory = session_factory
-
     def read(self, session: Session, models: tuple[ModelRow, ...]) -> Series:
         """The samples of :attr:`specs`, by family, read in ``session``."""
         return estimate_series(models, *read_estimates(session))
-
-    def collect(self) -> Iterator[Metric]:
-        with self._session_factory() as session:
-            try:
-                samples = self.read(session, read_models(session))
-            finally:
-                session.rollback()
-        for spec in self.specs:
-            family = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
-            for labels, value in samples[spec.name]:
-                family.add_metric(labels, value)
-            yield family
-
-    def describe(self) -> Iterable[Metric]:
-        """Nothing: the families are only known at scrape time (no check at register)."""
-        return ()

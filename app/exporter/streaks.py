@@ -38,20 +38,19 @@ windows). The cache holds the groups of the latest scrape.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 from sqlalchemy import and_, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from app.db.models import WindowAggregate, WindowMetrics
 from app.exporter import names
 from app.exporter.names import STREAK_FAMILIES
-from app.exporter.reads import KEYS_PER_QUERY, ModelRow, read_models
+from app.exporter.part import StoredPartCollector
+from app.exporter.reads import KEYS_PER_QUERY, ModelRow
 from app.exporter.series import DRIFT_KINDS, objective_labels, segment_label
 from app.exporter.text import Series
 from app.services.sla_objectives import Objective, evaluate_objective
@@ -303,7 +302,7 @@ def streak_series(models: Iterable[ModelRow], groups: Mapping[Group, GroupStreak
     return out
 
 
-class StreakCollector(Collector):
+class StreakCollector(StoredPartCollector):
     """The streak families of :data:`app.exporter.names.STREAK_FAMILIES`.
 
     Parameters
@@ -323,7 +322,7 @@ class StreakCollector(Collector):
     specs = STREAK_FAMILIES
 
     def __init__(self, session_factory: Callable[[], Session]) -> None:
-        self._session_factory = session_factory
+        super().__init__(session_factory)
         self._lock = threading.Lock()
         self._groups: dict[Group, GroupStreaks] = {}
 
@@ -375,19 +374,3 @@ class StreakCollector(Collector):
             )
             for group, held in by_group.items()
         }
-
-    def collect(self) -> Iterator[Metric]:
-        with self._session_factory() as session:
-            try:
-                samples = self.read(session, read_models(session))
-            finally:
-                session.rollback()
-        for spec in STREAK_FAMILIES:
-            family = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
-            for labels, value in samples[spec.name]:
-                family.add_metric(labels, value)
-            yield family
-
-    def describe(self) -> Iterable[Metric]:
-        """Nothing: the families are only known at scrape time (no check at register)."""
-        return ()
