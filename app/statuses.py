@@ -22,7 +22,9 @@ class StoredStatus(StrEnum):
     FRESH = "fresh"
     """Computed from the aggregate's version that was current when it was written."""
     STALE = "stale"
-    """Computed from an older version (a batch arrived during the computation)."""
+    """Computed from an older version (a batch arrived during the computation).
+    No longer written since batches are folded by the worker; rows stored
+    before may still hold it, and reads treat it as not fresh."""
     ERROR = "error"
     """The computation failed; the window is retried only when marked again."""
 

@@ -33,6 +33,7 @@ import orjson
 import simdjson
 
 from app.config import Settings
+from app.db.models import BATCH_KINDS
 from app.errors import InvalidInput
 from app.metrics._validation import check_scores_labels
 from app.metrics.binning import histogram_counts
@@ -304,7 +305,7 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
         registered = ", ".join(sorted(model.segments)) or "none"
         raise InvalidInput("segment", f"{segment!r} is not a registered segment ({registered})")
 
-    kinds = [k for k in ("scores", "histogram", "confusion_matrix") if k in doc]
+    kinds = [k for k in BATCH_KINDS if k in doc]
     if "labels" in doc and "scores" not in doc:
         kinds.append("scores")
     if len(kinds) != 1:
