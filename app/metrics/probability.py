@@ -7,7 +7,7 @@ batches and windows by adding them (spec section 4).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 import numpy as np
@@ -68,6 +68,14 @@ class ProbabilitySums:
     @property
     def n(self) -> float:
         return self.positives + self.negatives
+
+    def as_array(self) -> np.ndarray[Any, np.dtype[np.float64]]:
+        """The six sums in field order, so that ``ProbabilitySums(*a)`` rebuilds them.
+
+        >>> ProbabilitySums(1.0, 1.0, 0.2, 0.7, 0.8, 0.4).as_array().tolist()
+        [1.0, 1.0, 0.2, 0.7, 0.8, 0.4]
+        """
+        return np.array(astuple(self), dtype=np.float64)
 
     def __add__(self, other: ProbabilitySums) -> ProbabilitySums:
         return ProbabilitySums(

@@ -201,19 +201,7 @@ class Delta:
             "bin_negatives": self.bin_negatives,
             "n_unlabelled": self.n_unlabelled,
             "bin_unlabelled": self.bin_unlabelled,
-            "sums": None
-            if s is None
-            else np.array(
-                [
-                    s.positives,
-                    s.negatives,
-                    s.brier_sum,
-                    s.log_loss_sum,
-                    s.score_sum_positive,
-                    s.score_sum_negative,
-                ],
-                dtype=np.float64,
-            ),
+            "sums": None if s is None else s.as_array(),
         }
 
     @classmethod

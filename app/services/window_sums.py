@@ -152,20 +152,7 @@ class WindowSums:
         for c in self.confusion:
             h.update(np.array([c.tp, c.fp, c.fn, c.tn], dtype="<f8").tobytes())
         if self.sums is not None:
-            s = self.sums
-            h.update(
-                np.array(
-                    [
-                        s.positives,
-                        s.negatives,
-                        s.brier_sum,
-                        s.log_loss_sum,
-                        s.score_sum_positive,
-                        s.score_sum_negative,
-                    ],
-                    dtype="<f8",
-                ).tobytes()
-            )
+            h.update(self.sums.as_array().astype("<f8", copy=False).tobytes())
         return h.digest()
 
 
