@@ -6,24 +6,27 @@ aggregate it counts in) together with the ``dirty`` mark of
 settings change). A window is waiting when it has either. No batch writes a
 shared row. The worker protocol (docs/worker.md):
 
-1. **claim** (one short transaction): pick the window with the oldest
-   waiting change whose lease is free or expired with ``SELECT ... FOR
-   UPDATE SKIP LOCKED`` (concurrent claimers skip each other's rows instead
-   of waiting), increment its ``claim_attempt`` (the fencing token) and set
-   ``lease_expires_at``; read the row's sums and its unfolded deltas (at
-   most :data:`MAX_DELTAS_PER_CLAIM`) in the same transaction.
+1. **claim** (one short transaction): one ``UPDATE ... WHERE key IN (SELECT
+   ... FOR UPDATE SKIP LOCKED LIMIT n)`` takes the ``n`` waiting windows
+   with the oldest changes whose lease is free or expired (concurrent
+   claimers skip each other's rows instead of waiting), increments each one's
+   ``claim_attempt`` (its fencing token) and sets ``lease_expires_at``; one
+   more query reads their unfolded deltas (at most
+   :data:`MAX_DELTAS_PER_CLAIM` per window) in the same transaction.
 2. **compute** outside any transaction on the sums plus exactly those
    deltas (no lock is held while computing, so ingestion never waits for
    the worker).
-3. **fold and complete** (one transaction): ``UPDATE ... WHERE claim_attempt
-   = :mine`` proves that nobody claimed the window since and writes the
-   folded sums (``version`` + 1) and clears ``dirty``; the claimed deltas
-   are deleted (all of them, or the transaction fails); the result is
-   upserted into ``window_metrics`` with the new version. If the fence
-   fails (the lease expired and another worker claimed the window), nothing
-   is written: a stale worker can never overwrite a newer result, and a
-   delta is folded exactly once (a crash before the commit leaves the deltas
-   in place for the next claim).
+3. **fold and complete** (one transaction for the group): the rows are
+   locked in key order and their ``claim_attempt`` compared with the
+   claims' (:func:`lock_claimed`); for each window still held, the folded
+   sums are written (``version`` + 1) and ``dirty`` is cleared, the claimed
+   deltas are deleted (all of them, or the transaction fails) and the
+   result is upserted into ``window_metrics`` with the new version
+   (:func:`complete`, :func:`upsert_window_metrics`). A window whose claim
+   was lost (the lease expired and another worker claimed it, or an
+   invalidation fenced it out) gets nothing written: a stale worker can
+   never overwrite a newer result, and a delta is folded exactly once (a
+   crash before the commit leaves the deltas in place for the next claim).
 
 Times come from the database clock on PostgreSQL (``now()``), so workers on
 machines with skewed clocks agree on lease expiry. Functions here never commit:
@@ -46,17 +49,19 @@ from sqlalchemy import (
     Select,
     Subquery,
     and_,
+    bindparam,
     case,
     delete,
     func,
     or_,
     select,
     text,
+    tuple_,
     union_all,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from app.db.models import BatchDelta, WindowAggregate, WindowMetrics
 
@@ -66,6 +71,12 @@ BD = BatchDelta
 MAX_DELTAS_PER_CLAIM = 2_000
 """Most deltas one claim folds; a window with more stays waiting for the next claim
 (bounds the claim's memory and the size of the fold's ``DELETE``)."""
+
+
+WindowKey = tuple[int, str, datetime]
+"""A window's key: (model_id, segment, window_start)."""
+
+_KEY = (WA.model_id, WA.segment, WA.window_start)
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,9 @@ class Claim:
     attempt : the fencing token (``claim_attempt`` after the increment).
     claimed_at, lease_expires_at : database times of the claim and of the
         lease's end.
+    stored_version : the aggregate version of the window's stored result when
+        it was claimed (None: no result yet). Only the completion of a claim
+        writes that result, so it cannot change while this claim holds.
     """
 
     model_id: int
@@ -89,6 +103,36 @@ class Claim:
     attempt: int
     claimed_at: datetime
     lease_expires_at: datetime
+    stored_version: int | None
+
+    @property
+    def key(self) -> WindowKey:
+        return (self.model_id, self.segment, self.window_start)
+
+
+@dataclass(frozen=True)
+class WindowRange:
+    """The windows of one model (of one segment, if given) whose start lies in
+    [start_from, start_to) and outside the half-open range ``exclude``."""
+
+    model_id: int
+    segment: str | None = None
+    start_from: datetime | None = None
+    start_to: datetime | None = None
+    exclude: tuple[datetime, datetime] | None = None
+
+    def condition(self) -> Any:
+        conditions: list[Any] = [WA.model_id == self.model_id]
+        if self.segment is not None:
+            conditions.append(WA.segment == self.segment)
+        if self.start_from is not None:
+            conditions.append(WA.window_start >= self.start_from)
+        if self.start_to is not None:
+            conditions.append(WA.window_start < self.start_to)
+        if self.exclude is not None:
+            start, end = self.exclude
+            conditions.append(or_(WA.window_start < start, WA.window_start >= end))
+        return and_(*conditions)
 
 
 def database_now(session: Session) -> datetime:
@@ -98,10 +142,6 @@ def database_now(session: Session) -> datetime:
         assert isinstance(value, datetime)
         return value.astimezone(UTC)
     return datetime.now(UTC)
-
-
-def _key(model_id: int, segment: str, window_start: datetime) -> Any:
-    return and_(WA.model_id == model_id, WA.segment == segment, WA.window_start == window_start)
 
 
 def _waiting() -> Subquery:
@@ -125,15 +165,18 @@ def _waiting() -> Subquery:
     )
 
 
-def _joined_waiting(columns: Any, waiting: Subquery) -> Select[Any]:
-    return select(*columns).join(
-        waiting,
-        and_(
-            WA.model_id == waiting.c.model_id,
-            WA.segment == waiting.c.segment,
-            WA.window_start == waiting.c.window_start,
-        ),
+def _same_window(keyed: Any) -> Any:
+    """The rows of ``keyed`` (a table, or a subquery's columns, named like the key)
+    that belong to the window of the ``window_aggregate`` row in scope."""
+    return and_(
+        keyed.model_id == WA.model_id,
+        keyed.segment == WA.segment,
+        keyed.window_start == WA.window_start,
     )
+
+
+def _joined_waiting(columns: Any, waiting: Subquery) -> Select[Any]:
+    return select(*columns).join(waiting, _same_window(waiting.c))
 
 
 def _lease_free(now: datetime) -> Any:
@@ -145,232 +188,332 @@ def _settled(waiting: Subquery, now: datetime, settle_seconds: float) -> Any:
     return waiting.c.since <= now - timedelta(seconds=settle_seconds)
 
 
-def _claimable(now: datetime, settle_seconds: float) -> Select[Any]:
+def _claimable(now: datetime, settle_seconds: float, *columns: Any) -> tuple[Select[Any], Subquery]:
+    """``columns`` of the windows a worker may claim now, and the waiting subquery
+    (whose ``since`` orders the claims). Every condition of a claim is here."""
     waiting = _waiting()
-    return (
-        _joined_waiting([WA], waiting)
-        .where(_lease_free(now), _settled(waiting, now, settle_seconds))
-        .order_by(waiting.c.since, WA.model_id, WA.segment, WA.window_start)
-        .limit(1)
-        .with_for_update(skip_locked=True, of=WA)
+    query = _joined_waiting(columns, waiting).where(
+        _lease_free(now), _settled(waiting, now, settle_seconds)
     )
+    return query, waiting
 
 
 def any_claimable(session: Session, *, settle_seconds: float = 0.0) -> bool:
     """Whether some window is waiting (a plain read: takes no lock)."""
-    now = database_now(session)
-    waiting = _waiting()
-    found = session.scalar(
-        _joined_waiting([WA.model_id], waiting)
-        .where(_lease_free(now), _settled(waiting, now, settle_seconds))
-        .limit(1)
-    )
-    return found is not None
+    query, _ = _claimable(database_now(session), settle_seconds, WA.model_id)
+    return session.scalar(query.limit(1)) is not None
 
 
-def claim_next(
-    session: Session, *, lease_seconds: float, settle_seconds: float = 0.0
-) -> tuple[Claim, WindowAggregate] | None:
-    """Claim the oldest dirty window that no live lease holds.
+def _group_limit(now: datetime, settle_seconds: float, group_size: int) -> Any:
+    """How many windows one claim takes: half of the claimable ones, at least 1 and at
+    most ``group_size`` (so that concurrent workers share a short queue)."""
+    if group_size == 1:
+        return 1
+    query, _ = _claimable(now, settle_seconds, WA.model_id)
+    claimable = select(func.count().label("n")).select_from(query.subquery()).subquery().c.n
+    return select(
+        case((claimable >= 2 * group_size, group_size), (claimable >= 2, claimable // 2), else_=1)
+    ).scalar_subquery()
+
+
+def claim_group(
+    session: Session, *, lease_seconds: float, settle_seconds: float = 0.0, group_size: int = 1
+) -> list[tuple[Claim, WindowAggregate]]:
+    """Claim the waiting windows with the oldest changes that no live lease holds.
+
+    One statement: ``UPDATE ... WHERE key IN (SELECT ... ORDER BY oldest change
+    LIMIT n FOR UPDATE SKIP LOCKED) RETURNING ...`` increments each window's
+    ``claim_attempt`` and sets its lease; concurrent claimers skip each other's
+    rows instead of waiting. ``n`` is half of the claimable windows, at least 1
+    and at most ``group_size``.
 
     Parameters
     ----------
     session : Session
-        In a write transaction (the caller commits to make the claim visible).
+        In a write transaction (the caller commits to make the claims visible).
     lease_seconds : float
-        How long the claim is exclusive. A worker killed while holding it
-        delays the window by at most this long; another worker then claims it.
+        How long each claim is exclusive. A worker killed while holding it
+        delays the windows by at most this long; another worker then claims them.
+    settle_seconds : float
+        Claim a window only once its oldest waiting change is this old.
+    group_size : int
+        Most windows claimed at once.
 
     Returns
     -------
-    (Claim, WindowAggregate) or None
-        The claim and the row as read under the lock (its sums are those of
-        ``claim.version``); None when no window is waiting. Read its deltas
-        with :func:`claimed_deltas` in the same transaction.
+    list of (Claim, WindowAggregate)
+        In key order (the order completions lock them); each row as claimed
+        (its sums are those of ``claim.version``). Empty when no window is
+        claimable. Read their deltas with :func:`claimed_deltas` in the same
+        transaction.
     """
     now = database_now(session)
-    row = session.scalars(
-        _claimable(now, settle_seconds).execution_options(populate_existing=True)
-    ).one_or_none()
-    if row is None:
-        return None
     expires = now + timedelta(seconds=lease_seconds)
-    attempt = session.execute(
+    query, waiting = _claimable(now, settle_seconds, *_KEY)
+    picked = (
+        query.order_by(waiting.c.since, *_KEY)
+        .limit(_group_limit(now, settle_seconds, group_size))
+        .with_for_update(skip_locked=True, of=WA)
+        .correlate(None)
+    )
+    stored = (
+        select(WindowMetrics.aggregate_version).where(_same_window(WindowMetrics)).scalar_subquery()
+    )
+    rows = session.execute(
         update(WA)
-        .where(_key(row.model_id, row.segment, row.window_start))
+        .where(tuple_(*_KEY).in_(picked))
         .values(claim_attempt=WA.claim_attempt + 1, lease_expires_at=expires)
-        .returning(WA.claim_attempt)
-        .execution_options(synchronize_session=False)
-    ).scalar_one()
-    claim = Claim(
-        model_id=row.model_id,
-        segment=row.segment,
-        window_start=row.window_start,
-        version=int(row.version),
-        attempt=int(attempt),
-        claimed_at=now,
-        lease_expires_at=expires,
-    )
-    return claim, row
-
-
-def claimed_deltas(session: Session, claim: Claim) -> list[BatchDelta]:
-    """The unfolded deltas of the claimed window, oldest first (at most
-    :data:`MAX_DELTAS_PER_CLAIM`); the claim folds exactly these."""
-    return list(
-        session.scalars(
-            select(BD)
-            .where(
-                BD.model_id == claim.model_id,
-                BD.segment == claim.segment,
-                BD.window_start == claim.window_start,
-            )
-            .order_by(BD.received_at, BD.batch_id)
-            .limit(MAX_DELTAS_PER_CLAIM)
+        .returning(WA, stored)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    ).all()
+    claims = [
+        (
+            Claim(
+                model_id=row.model_id,
+                segment=row.segment,
+                window_start=row.window_start,
+                version=int(row.version),
+                attempt=int(row.claim_attempt),
+                claimed_at=now,
+                lease_expires_at=expires,
+                stored_version=None if stored_version is None else int(stored_version),
+            ),
+            row,
         )
+        for row, stored_version in rows
+    ]
+    return sorted(claims, key=lambda pair: pair[0].key)
+
+
+def claimed_deltas(session: Session, claims: Sequence[Claim]) -> dict[WindowKey, list[BatchDelta]]:
+    """The unfolded deltas of each claimed window, oldest first (at most
+    :data:`MAX_DELTAS_PER_CLAIM` per window; one query); the claims fold exactly these."""
+    rank = (
+        func.row_number()
+        .over(
+            partition_by=(BD.model_id, BD.segment, BD.window_start),
+            order_by=(BD.received_at, BD.batch_id),
+        )
+        .label("rank")
     )
+    ranked = (
+        select(BD, rank)
+        .where(tuple_(BD.model_id, BD.segment, BD.window_start).in_([c.key for c in claims]))
+        .subquery()
+    )
+    delta = aliased(BD, ranked)
+    found: dict[WindowKey, list[BatchDelta]] = {c.key: [] for c in claims}
+    for row in session.scalars(
+        select(delta)
+        .where(ranked.c.rank <= MAX_DELTAS_PER_CLAIM)
+        .order_by(ranked.c.received_at, ranked.c.batch_id)
+    ):
+        found[(row.model_id, row.segment, row.window_start)].append(row)
+    return found
+
+
+@dataclass(frozen=True)
+class Held:
+    """A claim still held at completion, as read under its row lock.
+
+    Attributes
+    ----------
+    version : the aggregate's version.
+    deltas : the window's unfolded deltas, the claimed ones included (more than
+        were claimed: some arrived since, and the window stays waiting).
+    """
+
+    version: int
+    deltas: int
+
+
+def lock_claimed(
+    session: Session, claims: Sequence[Claim], dependents: Sequence[WindowRange] = ()
+) -> dict[WindowKey, Held]:
+    """Lock the rows of ``claims`` and of ``dependents`` (the windows the completion
+    will mark), all in key order, in one statement; return the claims still held.
+
+    Every transaction that locks several aggregate rows takes them in key order
+    (see also :func:`invalidate_windows`), so completions of concurrent groups
+    and invalidations cannot deadlock. A claim is no longer held when another
+    worker claimed its window since, or an invalidation fenced it out: its
+    window must then be left alone.
+    """
+    deltas = select(func.count()).where(_same_window(BD)).scalar_subquery()
+    rows = session.execute(
+        select(*_KEY, WA.claim_attempt, WA.version, deltas)
+        .where(
+            or_(tuple_(*_KEY).in_([c.key for c in claims]), *(r.condition() for r in dependents))
+        )
+        .order_by(*_KEY)
+        .with_for_update(of=WA)
+    ).all()
+    attempts = {c.key: c.attempt for c in claims}
+    return {
+        (m, s, w): Held(int(version), int(count))
+        for m, s, w, attempt, version, count in rows
+        if attempts.get((m, s, w)) == attempt
+    }
 
 
 class DoubleFold(RuntimeError):
     """A claimed delta was gone at fold time (the fold is rolled back)."""
 
 
-def fence(
-    session: Session,
-    claim: Claim,
-    *,
-    release_only: bool = False,
-    folded: Mapping[str, Any] | None = None,
-    batch_ids: Sequence[uuid.UUID] = (),
-) -> int | None:
-    """Lock the claimed row if ``claim`` still holds it; end the lease; fold.
+@dataclass(frozen=True)
+class Completion:
+    """How one held claim ends.
 
-    Unless ``release_only``, the dirty mark is cleared. With ``folded`` (the
-    aggregate's column values with the claimed deltas added), the row takes
-    those values, ``version`` + 1 and ``batches`` + ``len(batch_ids)``, and
-    the deltas ``batch_ids`` of the window are deleted: every one of them,
+    Attributes
+    ----------
+    claim : the claim (held: see :func:`lock_claimed`).
+    folded : the aggregate's column values with the claimed deltas added, or
+        None when no delta was claimed (nothing to fold).
+    batch_ids : the claimed deltas, which the fold deletes.
+    release : give the window back uncomputed: only the lease ends and the
+        window stays waiting (graceful stop).
+    """
+
+    claim: Claim
+    folded: Mapping[str, Any] | None = None
+    batch_ids: Sequence[uuid.UUID] = ()
+    release: bool = False
+
+
+_HELD_KEY = (
+    (WA.model_id == bindparam("key_model_id"))
+    & (WA.segment == bindparam("key_segment"))
+    & (WA.window_start == bindparam("key_window_start"))
+    & (WA.claim_attempt == bindparam("key_attempt"))
+)
+DELETE_CHUNK = 1_000
+"""Most claimed deltas one ``DELETE`` names (bounds its parameters)."""
+
+
+def _held_key(claim: Claim) -> dict[str, Any]:
+    return {
+        "key_model_id": claim.model_id,
+        "key_segment": claim.segment,
+        "key_window_start": claim.window_start,
+        "key_attempt": claim.attempt,
+    }
+
+
+def complete(session: Session, completions: Sequence[Completion]) -> None:
+    """End the leases of held claims (lock them with :func:`lock_claimed` first).
+
+    Unless ``release``, the dirty mark is cleared. With ``folded``, the row
+    takes those values, ``version`` + 1 and ``batches`` + ``len(batch_ids)``,
+    and the deltas ``batch_ids`` of the window are deleted: every one of them,
     or :class:`DoubleFold` is raised (the caller's transaction must then roll
-    back).
-
-    Returns
-    -------
-    int or None
-        The row's version after the fold, or None when another worker claimed
-        the window since (the claim is stale: write nothing).
+    back). One ``executemany`` per kind of completion, one ``DELETE`` per
+    :data:`DELETE_CHUNK` deltas.
     """
-    values: dict[str, Any] = {"lease_expires_at": None}
-    if not release_only:
-        values.update(dirty=False, dirty_since=None)
-    if folded is not None:
-        values.update(folded)
-        values.update(version=WA.version + 1, batches=WA.batches + len(batch_ids))
-    version = session.execute(
-        update(WA)
-        .where(
-            _key(claim.model_id, claim.segment, claim.window_start),
-            WA.claim_attempt == claim.attempt,
+    connection = session.connection()
+    folds = [c for c in completions if c.folded is not None]
+    if folds:
+        columns = list(folds[0].folded or {})
+        table = WA.__table__
+        connection.execute(
+            update(WA)
+            .where(_HELD_KEY)
+            .values(
+                {c: bindparam(f"new_{c}", type_=table.c[c].type) for c in columns}
+                | {
+                    "version": WA.version + 1,
+                    "batches": WA.batches + bindparam("new_batches"),
+                    "dirty": False,
+                    "dirty_since": None,
+                    "lease_expires_at": None,
+                }
+            ),
+            [
+                {
+                    **_held_key(c.claim),
+                    **{f"new_{k}": v for k, v in (c.folded or {}).items()},
+                    "new_batches": len(c.batch_ids),
+                }
+                for c in folds
+            ],
         )
-        .values(**values)
-        .returning(WA.version)
-        .execution_options(synchronize_session=False)
-    ).scalar_one_or_none()
-    if version is None:
-        return None
-    if batch_ids:
-        deleted = session.execute(  # type: ignore[attr-defined]
-            delete(BD)
-            .where(
-                BD.model_id == claim.model_id,
-                BD.segment == claim.segment,
-                BD.window_start == claim.window_start,
-                BD.batch_id.in_(batch_ids),
+    cleared = [c for c in completions if c.folded is None and not c.release]
+    released = [c for c in completions if c.release]
+    for ended, values in ((cleared, {"dirty": False, "dirty_since": None}), (released, {})):
+        if ended:
+            connection.execute(
+                update(WA).where(_HELD_KEY).values(lease_expires_at=None, **values),
+                [_held_key(c.claim) for c in ended],
             )
-            .execution_options(synchronize_session=False)
+    claimed = [(*c.claim.key, batch_id) for c in folds for batch_id in c.batch_ids]
+    deleted = 0
+    for first in range(0, len(claimed), DELETE_CHUNK):
+        deleted += connection.execute(
+            delete(BD).where(
+                tuple_(BD.model_id, BD.segment, BD.window_start, BD.batch_id).in_(
+                    claimed[first : first + DELETE_CHUNK]
+                )
+            )
         ).rowcount
-        if deleted != len(batch_ids):
-            raise DoubleFold(
-                f"{len(batch_ids) - deleted} of {len(batch_ids)} claimed deltas were already folded"
-            )
-    return int(version)
-
-
-def has_deltas(session: Session, claim: Claim) -> bool:
-    """Whether the claimed window has unfolded deltas (e.g. arrived after the claim)."""
-    found = session.scalar(
-        select(BD.batch_id)
-        .where(
-            BD.model_id == claim.model_id,
-            BD.segment == claim.segment,
-            BD.window_start == claim.window_start,
+    if deleted != len(claimed):
+        raise DoubleFold(
+            f"{len(claimed) - deleted} of {len(claimed)} claimed deltas were already folded"
         )
-        .limit(1)
-    )
-    return found is not None
 
 
-def release(session: Session, claim: Claim) -> bool:
-    """Give the window back unprocessed (graceful stop): its lease ends now.
+@dataclass(frozen=True)
+class StoredResult:
+    """A result to store for a held claim, computed from aggregate ``version``.
 
-    Returns False when the claim was already stale.
+    ``document`` holds the columns ``metrics``, ``drift``, ``curves``,
+    ``intervals``, ``reasons``, ``estimate`` and ``error``.
     """
-    return fence(session, claim, release_only=True) is not None
+
+    claim: Claim
+    version: int
+    status: str
+    document: Mapping[str, Any]
 
 
 def upsert_window_metrics(
-    session: Session,
-    claim: Claim,
-    *,
-    version: int,
-    status: str,
-    computed_at: datetime,
-    document: Mapping[str, Any],
+    session: Session, results: Sequence[StoredResult], *, computed_at: datetime
 ) -> None:
-    """Store the result computed from aggregate ``version`` (call after :func:`fence`).
+    """Store ``results`` in one statement (call after :func:`complete`).
 
-    ``document`` holds the columns ``metrics``, ``drift``, ``curves``,
-    ``intervals``, ``reasons``, ``estimate`` and ``error``. An existing row computed from a
-    newer aggregate version is never replaced.
+    An existing row computed from a newer aggregate version is never replaced.
     """
-    values = {
-        "model_id": claim.model_id,
-        "segment": claim.segment,
-        "window_start": claim.window_start,
-        "aggregate_version": version,
-        "computed_at": computed_at,
-        "status": status,
-        "metrics": document.get("metrics") or {},
-        "drift": document.get("drift"),
-        "curves": document.get("curves"),
-        "intervals": document.get("intervals"),
-        "reasons": document.get("reasons"),
-        "estimate": document.get("estimate"),
-        "error": document.get("error"),
-    }
+    if not results:
+        return
+    rows = [
+        {
+            "model_id": r.claim.model_id,
+            "segment": r.claim.segment,
+            "window_start": r.claim.window_start,
+            "aggregate_version": r.version,
+            "computed_at": computed_at,
+            "status": r.status,
+            "metrics": r.document.get("metrics") or {},
+            "drift": r.document.get("drift"),
+            "curves": r.document.get("curves"),
+            "intervals": r.document.get("intervals"),
+            "reasons": r.document.get("reasons"),
+            "estimate": r.document.get("estimate"),
+            "error": r.document.get("error"),
+        }
+        for r in results
+    ]
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = insert(WindowMetrics).values(**values)
+    stmt = insert(WindowMetrics).values(rows)
     updated = {
-        k: stmt.excluded[k] for k in values if k not in ("model_id", "segment", "window_start")
+        k: stmt.excluded[k] for k in rows[0] if k not in ("model_id", "segment", "window_start")
     }
-    session.execute(
+    session.connection().execute(
         stmt.on_conflict_do_update(
             index_elements=["model_id", "segment", "window_start"],
             set_=updated,
             where=WindowMetrics.aggregate_version <= stmt.excluded.aggregate_version,
         )
     )
-
-
-def stored_version(session: Session, claim: Claim) -> int | None:
-    """The aggregate version of the stored result of the claimed window (None: none)."""
-    value = session.scalar(
-        select(WindowMetrics.aggregate_version).where(
-            WindowMetrics.model_id == claim.model_id,
-            WindowMetrics.segment == claim.segment,
-            WindowMetrics.window_start == claim.window_start,
-        )
-    )
-    return None if value is None else int(value)
 
 
 def invalidate_windows(
@@ -415,18 +558,10 @@ def invalidate_windows(
     # every aggregate row has data (folded, or in deltas: a row is created with
     # its window's first batch), and a window whose first fold is in progress
     # (version 0) must be fenced out too
-    conditions: list[Any] = [WA.model_id == model_id]
-    if segment is not None:
-        conditions.append(WA.segment == segment)
-    if start_from is not None:
-        conditions.append(WA.window_start >= start_from)
-    if start_to is not None:
-        conditions.append(WA.window_start < start_to)
-    if exclude is not None:
-        conditions.append(or_(WA.window_start < exclude[0], WA.window_start >= exclude[1]))
+    where = WindowRange(model_id, segment, start_from, start_to, exclude).condition()
     keys = session.execute(
         select(WA.model_id, WA.segment, WA.window_start)
-        .where(*conditions)
+        .where(where)
         .order_by(WA.segment, WA.window_start)
         .with_for_update()
     ).all()
@@ -434,7 +569,7 @@ def invalidate_windows(
         return 0
     session.execute(
         update(WA)
-        .where(*conditions)
+        .where(where)
         .values(
             dirty=True,
             dirty_since=func.coalesce(WA.dirty_since, now),

@@ -1,20 +1,24 @@
-"""Refresh one dirty window: claim -> load -> compute -> persist (fenced).
+"""Refresh waiting windows in groups: claim -> load -> compute -> persist (fenced).
 
 Each step is its own short transaction, owned here; no transaction is open
 while computing. The SQL is in :mod:`app.db.queue`; the computation in
 :func:`app.services.window_compute.compute_window_result`.
 
-* :func:`claim_window` claims the waiting window with the oldest change and
-  reads its sums, its unfolded deltas and its model in the claim transaction;
-  the sums plus exactly those deltas (:func:`app.services.deltas.fold`) are
-  what the window is computed on.
-* :func:`compute_claimed` loads the drift reference (the sum of the reference
-  windows of the same segment, cached by their versions) and computes.
-* :func:`persist_result` fences the completion on the claim attempt and, in
-  the same transaction, folds the claimed deltas into the aggregate (new
-  version; the deltas deleted) and stores the result with that version.
-  When the window's data changed and other windows use it as their drift
-  reference, those are marked for recomputation in the same transaction.
+* :func:`claim_windows` claims up to ``group_size`` waiting windows (oldest
+  change first) and reads their sums, their unfolded deltas and their
+  models in the claim transaction; each window's sums plus exactly its
+  deltas (:func:`app.services.deltas.fold`) are what it is computed on.
+* :func:`compute_or_error` loads a window's drift reference (the sum of the
+  reference windows of the same segment, cached by their versions) and
+  computes; a failing computation becomes an error to store.
+* :func:`persist_group` stores the group in one transaction: per window
+  still held (fenced on its claim attempt) it folds the claimed deltas into
+  the aggregate (new version; the deltas deleted) and stores the result with
+  that version. When a window's data changed and other windows use it as
+  their drift reference, those are marked for recomputation in the same
+  transaction.
+* :func:`refresh_group` computes a claimed group window by window and
+  persists it; asked to stop, it releases the windows not computed yet.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import enum
 import logging
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,7 +36,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db import queue
-from app.db.models import Model, WindowAggregate
+from app.db.models import BatchDelta, Model, WindowAggregate
 from app.db.queue import Claim
 from app.db.session import write_transaction
 from app.services.deltas import Delta, Folded, aggregate_columns, exact_of, fold
@@ -63,21 +68,26 @@ class ClaimedWindow:
 
 
 class Outcome(enum.Enum):
-    """What :func:`persist_result` did."""
+    """What :func:`persist_group` did with one window."""
 
     STORED = "stored"
     """The result is stored and the window is clean (no batch arrived meanwhile)."""
     STORED_STILL_DIRTY = "stored_still_dirty"
     """The result is stored; deltas arrived meanwhile, so the window stays waiting."""
     FENCED_OUT = "fenced_out"
-    """Another worker claimed the window since: nothing was written."""
+    """Another worker claimed the window since (or an invalidation fenced it out):
+    nothing was written."""
+    RELEASED = "released"
+    """Not computed (the worker is stopping): the window was given back, waiting."""
 
 
-def claim_window(
-    session: Session, *, lease_seconds: float, settle_seconds: float = 0.0
-) -> ClaimedWindow | None:
-    """Claim the oldest dirty window (one transaction); None when none is waiting.
+def claim_windows(
+    session: Session, *, lease_seconds: float, settle_seconds: float = 0.0, group_size: int = 1
+) -> list[ClaimedWindow]:
+    """Claim up to ``group_size`` waiting windows (one transaction); [] when none waits.
 
+    The claim takes at most half of the claimable windows (at least one), so
+    that concurrent workers share a short queue; the windows come in key order.
     On SQLite an idle poll only reads: the database write lock is taken only
     when a window is waiting, so an idle worker never makes writers wait.
     """
@@ -85,29 +95,41 @@ def claim_window(
         waiting = queue.any_claimable(session, settle_seconds=settle_seconds)
         session.rollback()
         if not waiting:
-            return None
+            return []
     with write_transaction(session):
-        found = queue.claim_next(
-            session, lease_seconds=lease_seconds, settle_seconds=settle_seconds
+        claimed = queue.claim_group(
+            session,
+            lease_seconds=lease_seconds,
+            settle_seconds=settle_seconds,
+            group_size=group_size,
         )
-        if found is None:
-            return None
-        claim, row = found
-        model_row = session.get(Model, claim.model_id)
-        if model_row is None:  # the model was deleted: its rows cascade away
-            return None
-        model = ModelConfig.from_row(model_row)
-        deltas = [Delta.from_row(d) for d in queue.claimed_deltas(session, claim)]
-        base = WindowSums.from_row(row)
-        folded = fold(
-            base,
-            exact_of(base, row.exact_sums),
-            deltas,
-            model.n_bins,
-            stored_unlabelled=row.n_unlabelled,
-        )
-        claimed = ClaimedWindow(claim, model, folded, tuple(d.batch_id for d in deltas))
-    return claimed
+        if not claimed:
+            return []
+        ids = {claim.model_id for claim, _ in claimed}
+        models = {
+            row.id: ModelConfig.from_row(row)
+            for row in session.scalars(select(Model).where(Model.id.in_(ids)))
+        }
+        deltas = queue.claimed_deltas(session, [claim for claim, _ in claimed])
+        return [
+            _claimed_window(claim, row, models[claim.model_id], deltas[claim.key])
+            for claim, row in claimed
+        ]
+
+
+def _claimed_window(
+    claim: Claim, row: WindowAggregate, model: ModelConfig, rows: list[BatchDelta]
+) -> ClaimedWindow:
+    deltas = [Delta.from_row(d) for d in rows]
+    base = WindowSums.from_row(row)
+    folded = fold(
+        base,
+        exact_of(base, row.exact_sums),
+        deltas,
+        model.n_bins,
+        stored_unlabelled=row.n_unlabelled,
+    )
+    return ClaimedWindow(claim, model, folded, tuple(d.batch_id for d in deltas))
 
 
 class ReferenceCache:
@@ -170,8 +192,43 @@ def compute_claimed(
     )
 
 
-def _document(result: WindowResult) -> dict[str, Any]:
-    return {
+@dataclass(frozen=True)
+class Computed:
+    """A claimed window with its result, or (``result`` None) the error its
+    computation raised, stored with status "error"."""
+
+    claimed: ClaimedWindow
+    result: WindowResult | None
+    error: str | None = None
+
+
+def compute_or_error(session: Session, claimed: ClaimedWindow, cache: ReferenceCache) -> Computed:
+    """Compute a claimed window; a failing computation is returned as an error.
+
+    A database error propagates (infrastructure, not the window: the loop
+    backs off). Any other error is logged and kept: the computation is
+    deterministic, so the window is stored as an error and not retried until
+    its aggregate changes.
+    """
+    try:
+        return Computed(claimed, compute_claimed(session, claimed, cache))
+    except Exception as exc:
+        if _is_database_error(exc):
+            raise
+        log.exception(
+            "window %s/%s/%s failed",
+            claimed.model.name,
+            claimed.claim.segment,
+            claimed.claim.window_start.isoformat(),
+        )
+        return Computed(claimed, None, f"{type(exc).__name__}: {exc}")
+
+
+def _document(computed: Computed) -> tuple[str, dict[str, Any]]:
+    result = computed.result
+    if result is None:
+        return StoredStatus.ERROR, {"error": computed.error or "computation failed"}
+    return StoredStatus.FRESH, {
         "metrics": result.metrics,
         "reasons": result.reasons,
         "intervals": result.intervals,
@@ -181,50 +238,99 @@ def _document(result: WindowResult) -> dict[str, Any]:
     }
 
 
-def persist_result(
-    session: Session, claimed: ClaimedWindow, result: WindowResult | None, error: str | None = None
-) -> Outcome:
-    """Store ``result`` (or ``error``) for the claimed window, fenced (one transaction).
-
-    Parameters
-    ----------
-    result : WindowResult or None
-        The computed result; None together with ``error`` when the computation
-        failed (stored with status "error"; the window is not retried until
-        its aggregate changes, since the computation is deterministic).
-    """
-    claim = claimed.claim
-    folded = (
-        aggregate_columns(claimed.folded, claimed.model.thresholds) if claimed.batch_ids else None
-    )
-    with write_transaction(session):
-        version = queue.fence(session, claim, folded=folded, batch_ids=claimed.batch_ids)
-        if version is None:
-            return Outcome.FENCED_OUT
-        previous = queue.stored_version(session, claim)
-        now = queue.database_now(session)
-        if result is None:
-            status, document = StoredStatus.ERROR, {"error": error or "computation failed"}
-        else:
-            status, document = StoredStatus.FRESH, _document(result)
-        queue.upsert_window_metrics(
-            session, claim, version=version, status=status, computed_at=now, document=document
-        )
-        if previous is None or previous < version:
-            _invalidate_dependents(session, claimed, now)
-        waiting = queue.has_deltas(session, claim)
-    return Outcome.STORED_STILL_DIRTY if waiting else Outcome.STORED
+def _changes_data(claimed: ClaimedWindow) -> bool:
+    """Whether storing this window gives it a result of a newer aggregate version
+    (its drift dependents must then be recomputed)."""
+    stored = claimed.claim.stored_version
+    return bool(claimed.batch_ids) or stored is None or stored < claimed.claim.version
 
 
-def _invalidate_dependents(session: Session, claimed: ClaimedWindow, now: datetime) -> None:
+def _dependents(claimed: ClaimedWindow) -> queue.WindowRange | None:
+    """The windows that use this one as (part of) their drift reference."""
     dependents = dependent_windows(claimed.model, claimed.claim.window_start)
     if dependents is None:
-        return
+        return None
+    return queue.WindowRange(
+        claimed.claim.model_id,
+        claimed.claim.segment,
+        dependents.start_from,
+        dependents.start_to,
+        dependents.exclude,
+    )
+
+
+def persist_group(
+    session: Session, computed: Sequence[Computed], released: Sequence[ClaimedWindow] = ()
+) -> list[Outcome]:
+    """Store the ``computed`` windows and give the ``released`` ones back (one transaction).
+
+    Each window is fenced on its own claim: one whose claim was lost is left
+    alone (FENCED_OUT) and does not affect the others. Any exception (a
+    database error, :class:`app.db.queue.DoubleFold`) rolls the whole group
+    back: nothing is half-stored and every claimed delta stays for the next
+    claim.
+
+    Returns
+    -------
+    list of Outcome
+        One per window: the computed ones in order, then the released ones
+        (RELEASED).
+    """
+    reach = [(c.claimed, _dependents(c.claimed)) for c in computed if _changes_data(c.claimed)]
+    marked = [(claimed, r) for claimed, r in reach if r is not None]
+    completions = {
+        c.claimed.claim.key: queue.Completion(
+            c.claimed.claim,
+            aggregate_columns(c.claimed.folded, c.claimed.model.thresholds)
+            if c.claimed.batch_ids
+            else None,
+            c.claimed.batch_ids,
+        )
+        for c in computed
+    }
+    completions |= {r.claim.key: queue.Completion(r.claim, release=True) for r in released}
+    with write_transaction(session):
+        now = queue.database_now(session)
+        held = queue.lock_claimed(
+            session, [c.claim for c in completions.values()], [r for _, r in marked]
+        )
+        queue.complete(session, [c for key, c in completions.items() if key in held])
+        stored = [c for c in computed if c.claimed.claim.key in held]
+        queue.upsert_window_metrics(
+            session,
+            [
+                queue.StoredResult(
+                    c.claimed.claim,
+                    held[c.claimed.claim.key].version + (1 if c.claimed.batch_ids else 0),
+                    *_document(c),
+                )
+                for c in stored
+            ],
+            computed_at=now,
+        )
+        for claimed, dependents in marked:
+            if claimed.claim.key in held:
+                _invalidate(session, claimed, dependents, now)
+    return [_outcome(c.claimed, held) for c in computed] + [Outcome.RELEASED] * len(released)
+
+
+def _outcome(claimed: ClaimedWindow, held: Mapping[queue.WindowKey, queue.Held]) -> Outcome:
+    found = held.get(claimed.claim.key)
+    if found is None:
+        return Outcome.FENCED_OUT
+    if found.deltas > len(claimed.batch_ids):
+        return Outcome.STORED_STILL_DIRTY
+    return Outcome.STORED
+
+
+def _invalidate(
+    session: Session, claimed: ClaimedWindow, dependents: queue.WindowRange, now: datetime
+) -> None:
     marked = queue.invalidate_windows(
         session,
-        claimed.claim.model_id,
+        dependents.model_id,
         now=now,
-        segment=claimed.claim.segment,
+        segment=dependents.segment,
         start_from=dependents.start_from,
         start_to=dependents.start_to,
         exclude=dependents.exclude,
@@ -238,27 +344,25 @@ def _invalidate_dependents(session: Session, claimed: ClaimedWindow, now: dateti
         )
 
 
-def refresh_claimed(session: Session, claimed: ClaimedWindow, cache: ReferenceCache) -> Outcome:
-    """Compute and persist a claimed window; a failing computation is stored as an error."""
-    try:
-        result = compute_claimed(session, claimed, cache)
-    except Exception as exc:
-        if _is_database_error(exc):
-            raise  # infrastructure, not the window: let the loop back off
-        log.exception(
-            "window %s/%s/%s failed",
-            claimed.model.name,
-            claimed.claim.segment,
-            claimed.claim.window_start.isoformat(),
-        )
-        return persist_result(session, claimed, None, f"{type(exc).__name__}: {exc}")
-    return persist_result(session, claimed, result)
+def refresh_group(
+    session: Session,
+    group: Sequence[ClaimedWindow],
+    cache: ReferenceCache,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> list[Outcome]:
+    """Compute a claimed group window by window (no transaction open), then persist
+    it in one transaction (:func:`persist_group`).
 
-
-def release_claimed(session: Session, claimed: ClaimedWindow) -> bool:
-    """Give the window back (graceful stop); False if the claim was already stale."""
-    with write_transaction(session):
-        return queue.release(session, claimed.claim)
+    Once ``should_stop()`` is true (checked before each window), the windows
+    not computed yet are released in that transaction and the computed ones
+    are stored.
+    """
+    computed: list[Computed] = []
+    for claimed in group:
+        if should_stop():
+            break
+        computed.append(compute_or_error(session, claimed, cache))
+    return persist_group(session, computed, group[len(computed) :])
 
 
 def _is_database_error(exc: BaseException) -> bool:

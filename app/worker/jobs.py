@@ -1,5 +1,10 @@
 """The loop's job source backed by the database queue (one session per job step).
 
+A job is a group of windows (:class:`~app.services.window_refresh.ClaimedWindow`)
+claimed together: up to ``claim_group_size``, computed one by one and stored
+in one transaction, so the database round trips of a claim and of a
+completion are shared by the group.
+
 Besides windows, it runs the housekeeping: every ``housekeeping_interval_seconds``,
 before a claim, batch rows older than the idempotency retention are deleted
 (app/db/retention.py), in transactions of at most :data:`HOUSEKEEPING_BATCH`
@@ -9,6 +14,7 @@ rows. Folded deltas need no housekeeping: the fold deletes them.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from datetime import timedelta
 
@@ -21,9 +27,9 @@ from app.services.window_refresh import (
     ClaimedWindow,
     Outcome,
     ReferenceCache,
-    claim_window,
-    refresh_claimed,
-    release_claimed,
+    claim_windows,
+    persist_group,
+    refresh_group,
 )
 
 log = logging.getLogger("priorwatch.worker")
@@ -33,7 +39,7 @@ HOUSEKEEPING_BATCH = 5_000
 
 
 class DatabaseJobs:
-    """Claims waiting windows, refreshes them, releases them on stop; keeps house.
+    """Claims groups of waiting windows, refreshes them, releases them on stop; keeps house.
 
     Parameters
     ----------
@@ -46,6 +52,8 @@ class DatabaseJobs:
         Time between two housekeeping runs of this worker.
     settle_seconds : float
         Claim a window only once its oldest waiting change is this old.
+    claim_group_size : int
+        Most windows claimed, computed and stored together.
     """
 
     def __init__(
@@ -56,12 +64,14 @@ class DatabaseJobs:
         batch_retention_hours: float = 168.0,
         housekeeping_interval_seconds: float = 300.0,
         settle_seconds: float = 0.0,
+        claim_group_size: int = 1,
     ) -> None:
         self.session_factory = session_factory
         self.lease_seconds = lease_seconds
         self.batch_retention = timedelta(hours=batch_retention_hours)
         self.housekeeping_interval_seconds = housekeeping_interval_seconds
         self.settle_seconds = settle_seconds
+        self.claim_group_size = claim_group_size
         self.cache = ReferenceCache()
         self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
         self._next_housekeeping = time.monotonic()
@@ -82,20 +92,31 @@ class DatabaseJobs:
         self.batches_deleted += deleted
         return deleted
 
-    def claim(self) -> ClaimedWindow | None:
+    def claim(self) -> list[ClaimedWindow] | None:
         if time.monotonic() >= self._next_housekeeping:
             self._next_housekeeping = time.monotonic() + self.housekeeping_interval_seconds
             self.housekeeping()
         with self.session_factory() as session:
-            return claim_window(
-                session, lease_seconds=self.lease_seconds, settle_seconds=self.settle_seconds
+            group = claim_windows(
+                session,
+                lease_seconds=self.lease_seconds,
+                settle_seconds=self.settle_seconds,
+                group_size=self.claim_group_size,
             )
+        return group or None
 
-    def run(self, job: ClaimedWindow) -> None:
+    def run(self, job: list[ClaimedWindow], stop: threading.Event | None = None) -> int:
+        """Compute and store the group; once ``stop`` is set, the windows not computed
+        yet are released. Returns how many windows were computed."""
         with self.session_factory() as session:
-            outcome = refresh_claimed(session, job, self.cache)
-        self.outcomes[outcome] += 1
+            outcomes = refresh_group(
+                session, job, self.cache, should_stop=stop.is_set if stop else lambda: False
+            )
+        for outcome in outcomes:
+            self.outcomes[outcome] += 1
+        return len(outcomes) - outcomes.count(Outcome.RELEASED)
 
-    def release(self, job: ClaimedWindow) -> None:
+    def release(self, job: list[ClaimedWindow]) -> None:
         with self.session_factory() as session:
-            release_claimed(session, job)
+            outcomes = persist_group(session, [], job)
+        self.outcomes[Outcome.RELEASED] += len(outcomes)

@@ -3,10 +3,13 @@
 The loop knows nothing about SQL; it drives a :class:`JobSource` (the database
 queue in production, an in-memory fake in the unit tests):
 
-* claim a job; none -> sleep ``poll_interval_seconds`` (woken early by stop);
-* stop requested after the claim -> release the job (another worker takes it
-  at once) and return; otherwise run it to completion (compute and persist:
-  a fraction of a second), then look at the stop event again;
+* claim a job (one or more units of work claimed together: a group of
+  windows); none -> sleep ``poll_interval_seconds`` (woken early by stop);
+* stop requested after the claim -> release the job (another worker takes
+  its units at once) and return; otherwise run it (compute and persist: a
+  fraction of a second per unit; the job source looks at the stop event
+  between units and releases those not started), then look at the stop
+  event again;
 * any exception (database unreachable, restarted, deadlock victim) -> log it
   (one line for an ``expected`` error such as an outage, with its traceback
   the first time otherwise), wait with exponential backoff
@@ -19,13 +22,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 log = logging.getLogger("priorwatch.worker")
 
-JobT = TypeVar("JobT")
+JobT = TypeVar("JobT", bound=Sized)
+"""A job: ``len(job)`` units of work (windows) claimed together."""
 
 
 class JobSource(Protocol[JobT]):
@@ -34,8 +38,9 @@ class JobSource(Protocol[JobT]):
     def claim(self) -> JobT | None:
         """Take the next job (exclusively) or return None when there is none."""
 
-    def run(self, job: JobT) -> None:
-        """Process a claimed job to the end (its result persisted or fenced out)."""
+    def run(self, job: JobT, stop: threading.Event) -> int:
+        """Process a claimed job (its results persisted or fenced out); once ``stop``
+        is set, give back the units not started. Returns the units processed."""
 
     def release(self, job: JobT) -> None:
         """Give a claimed job back unprocessed."""
@@ -66,7 +71,7 @@ class Backoff:
 
 @dataclass
 class LoopStats:
-    """What one loop did (for logs, tests and benchmarks)."""
+    """What one loop did (for logs, tests and benchmarks), counted in units of work."""
 
     jobs_run: int = 0
     jobs_released: int = 0
@@ -81,7 +86,7 @@ class WorkerLoop(Generic[JobT]):
     jobs : JobSource
     stop : threading.Event
         Set it (signal handler, embedded-mode shutdown) to end the loop after
-        the current job.
+        the current unit of work (the job's units not started are released).
     poll_interval_seconds : float
         Sleep when the queue is empty.
     backoff : Backoff
@@ -114,10 +119,11 @@ class WorkerLoop(Generic[JobT]):
             return False
         if self.stop.is_set():
             self.jobs.release(job)
-            self.stats.jobs_released += 1
+            self.stats.jobs_released += len(job)
             return False
-        self.jobs.run(job)
-        self.stats.jobs_run += 1
+        done = self.jobs.run(job, self.stop)
+        self.stats.jobs_run += done
+        self.stats.jobs_released += len(job) - done
         return True
 
     def run(self) -> LoopStats:

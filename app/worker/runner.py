@@ -2,8 +2,9 @@
 in-process worker thread of embedded mode (``priorwatch serve`` on SQLite).
 
 Signals: SIGTERM and SIGINT ask the loop to stop; the window being computed
-is finished and stored (a fraction of a second), a window claimed but not
-started is released at once, and the process exits with status 0.
+is finished and stored with the windows of its group computed before it (a
+fraction of a second), the windows claimed but not started are released at
+once, and the process exits with status 0.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings, get_settings
 from app.db.availability import is_outage
 from app.db.session import make_engine, make_session_factory
+from app.services.window_refresh import ClaimedWindow
 from app.worker.jobs import DatabaseJobs
 from app.worker.loop import Backoff, LoopStats, WorkerLoop
 from app.worker.settings import WorkerSettings
@@ -32,7 +34,7 @@ def build_loop(
     session_factory: sessionmaker[Session],
     worker_settings: WorkerSettings,
     stop: threading.Event,
-) -> WorkerLoop[object]:
+) -> WorkerLoop[list[ClaimedWindow]]:
     """A loop over the database queue with the given settings."""
     jobs = DatabaseJobs(
         session_factory,
@@ -40,9 +42,10 @@ def build_loop(
         batch_retention_hours=worker_settings.batch_retention_hours,
         housekeeping_interval_seconds=worker_settings.housekeeping_interval_seconds,
         settle_seconds=worker_settings.settle_seconds,
+        claim_group_size=worker_settings.claim_group_size,
     )
     return WorkerLoop(
-        jobs,  # type: ignore[arg-type]
+        jobs,
         stop=stop,
         poll_interval_seconds=worker_settings.poll_interval_seconds,
         backoff=Backoff(

@@ -46,6 +46,14 @@ class WorkerSettings(BaseSettings):
         "that one computation folds the deltas of this span (a window under steady "
         "traffic is refreshed about once per settle interval)",
     )
+    claim_group_size: int = Field(
+        default=8,
+        ge=1,
+        le=64,
+        description="most windows one claim takes, computed one by one and stored in one "
+        "transaction (a claim takes at most half of the claimable windows, at least one, "
+        "so that workers share a short queue)",
+    )
     batch_retention_hours: float = Field(
         default=168.0,
         ge=24,

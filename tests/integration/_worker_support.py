@@ -21,6 +21,14 @@ from app.services.ingestion import ingest_batch
 from app.services.model_config import ModelConfig
 from app.services.model_settings import ModelCreate
 from app.services.models import create_model
+from app.services.window_compute import WindowResult
+from app.services.window_refresh import (
+    ClaimedWindow,
+    Computed,
+    Outcome,
+    claim_windows,
+    persist_group,
+)
 from app.services.windowing import window_length, window_start
 
 TEST_N_BINS = 500
@@ -96,6 +104,23 @@ def window_starts(model: ModelConfig, count: int, *, end: datetime | None = None
     last = window_start(end or utcnow(), model.window)
     length = window_length(model.window)
     return [last - (count - 1 - i) * length for i in range(count)]
+
+
+def claim_one(factory: sessionmaker[Session], lease_seconds: float = 30.0) -> ClaimedWindow | None:
+    """Claim the waiting window with the oldest change (a group of one), or None."""
+    with factory() as session:
+        group = claim_windows(session, lease_seconds=lease_seconds)
+    assert len(group) <= 1
+    return group[0] if group else None
+
+
+def persist_one(
+    factory: sessionmaker[Session], claimed: ClaimedWindow, result: WindowResult
+) -> Outcome:
+    """Store ``result`` for one claimed window (its own completion transaction)."""
+    with factory() as session:
+        (outcome,) = persist_group(session, [Computed(claimed, result)])
+    return outcome
 
 
 def aggregate_rows(factory: sessionmaker[Session], model_id: int) -> list[WindowAggregate]:

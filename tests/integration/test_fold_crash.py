@@ -23,6 +23,8 @@ import pytest
 import sqlalchemy as sa
 from _worker_support import (
     aggregate_rows,
+    claim_one,
+    persist_one,
     post_batch,
     register_model,
     session_factory_for,
@@ -34,7 +36,7 @@ from app.config import Settings
 from app.db import queue
 from app.db.models import BatchDelta
 from app.services.window_compute import WindowResult
-from app.services.window_refresh import Outcome, claim_window, persist_result
+from app.services.window_refresh import Outcome
 
 LEASE_SECONDS = 0.3
 BATCHES = 3
@@ -63,16 +65,13 @@ def _recover_and_check(factory: sessionmaker[Session], model_id: int) -> None:
     assert (row.n, row.batches, row.version) == (0, 0, 0)
     assert _deltas(factory) == BATCHES
     time.sleep(LEASE_SECONDS * 2)  # the dead worker's lease expires
-    with factory() as session:
-        claimed = claim_window(session, lease_seconds=30)
+    claimed = claim_one(factory)
     assert claimed is not None and len(claimed.batch_ids) == BATCHES
-    with factory() as session:
-        assert persist_result(session, claimed, DUMMY) is Outcome.STORED
+    assert persist_one(factory, claimed, DUMMY) is Outcome.STORED
     (row,) = aggregate_rows(factory, model_id)
     assert (row.n, row.batches, row.version) == (BATCHES * ROWS, BATCHES, 1)
     assert _deltas(factory) == 0
-    with factory() as session:
-        assert claim_window(session, lease_seconds=30) is None
+    assert claim_one(factory) is None
 
 
 class _Crash(Exception):
@@ -84,16 +83,15 @@ def test_an_error_between_fold_and_commit_rolls_the_fold_back(
 ) -> None:
     with session_factory_for(database_url) as factory:
         model_id = _fill(factory, settings)
-        with factory() as session:
-            claimed = claim_window(session, lease_seconds=LEASE_SECONDS)
+        claimed = claim_one(factory, LEASE_SECONDS)
         assert claimed is not None and len(claimed.batch_ids) == BATCHES
 
         def crash(*_args: object, **_kwargs: object) -> None:
             raise _Crash  # the fold's UPDATE and DELETE ran; the commit does not
 
         monkeypatch.setattr(queue, "upsert_window_metrics", crash)
-        with factory() as session, pytest.raises(_Crash):
-            persist_result(session, claimed, DUMMY)
+        with pytest.raises(_Crash):
+            persist_one(factory, claimed, DUMMY)
         monkeypatch.undo()
         _recover_and_check(factory, model_id)
 
@@ -106,13 +104,13 @@ _KILLED_WORKER = textwrap.dedent(
     from app.db import queue
     from app.db.session import make_engine, make_session_factory
     from app.services.window_compute import WindowResult
-    from app.services.window_refresh import claim_window, persist_result
+    from app.services.window_refresh import Computed, claim_windows, persist_group
 
     url, lease = sys.argv[1], float(sys.argv[2])
     factory = make_session_factory(make_engine(url, Settings(_env_file=None, database_url=url)))
     with factory() as session:
-        claimed = claim_window(session, lease_seconds=lease)
-    assert claimed is not None and claimed.batch_ids
+        (claimed,) = claim_windows(session, lease_seconds=lease)
+    assert claimed.batch_ids
 
     def die(session, *args, **kwargs):
         left = session.execute(text("SELECT count(*) FROM batch_delta")).scalar_one()
@@ -121,7 +119,7 @@ _KILLED_WORKER = textwrap.dedent(
 
     queue.upsert_window_metrics = die
     with factory() as session:
-        persist_result(session, claimed, WindowResult({}, {}, {}, None, None))
+        persist_group(session, [Computed(claimed, WindowResult({}, {}, {}, None, None))])
     """
 )
 
@@ -153,15 +151,14 @@ def test_a_claimed_delta_gone_at_fold_time_rolls_the_fold_back(
     """The fold deletes every claimed delta or nothing (a delta is never folded twice)."""
     with session_factory_for(database_url) as factory:
         model_id = _fill(factory, settings)
-        with factory() as session:
-            claimed = claim_window(session, lease_seconds=30)
+        claimed = claim_one(factory)
         assert claimed is not None
         with factory() as session, session.begin():  # as if another fold had taken one
             session.execute(
                 sa.delete(BatchDelta).where(BatchDelta.batch_id == claimed.batch_ids[0])
             )
-        with factory() as session, pytest.raises(queue.DoubleFold):
-            persist_result(session, claimed, DUMMY)
+        with pytest.raises(queue.DoubleFold):
+            persist_one(factory, claimed, DUMMY)
         (row,) = aggregate_rows(factory, model_id)
         assert (row.n, row.batches, row.version) == (0, 0, 0)  # nothing folded
         assert _deltas(factory) == BATCHES - 1

@@ -11,7 +11,9 @@ import pytest
 import sqlalchemy as sa
 from _worker_support import (
     aggregate_rows,
+    claim_one,
     metrics_rows,
+    persist_one,
     post_batch,
     register_model,
     session_factory_for,
@@ -25,13 +27,7 @@ from app.db import queue
 from app.db.models import ALL_SEGMENTS, WindowAggregate
 from app.db.session import write_transaction
 from app.services.window_compute import WindowResult
-from app.services.window_refresh import (
-    ClaimedWindow,
-    Outcome,
-    claim_window,
-    persist_result,
-    release_claimed,
-)
+from app.services.window_refresh import ClaimedWindow, Outcome, persist_group
 
 WAIT_SECONDS = 10.0
 
@@ -41,13 +37,11 @@ DUMMY = WindowResult(
 
 
 def claim(factory: sessionmaker[Session], lease_seconds: float = 30.0) -> ClaimedWindow | None:
-    with factory() as session:
-        return claim_window(session, lease_seconds=lease_seconds)
+    return claim_one(factory, lease_seconds)
 
 
 def persist(factory: sessionmaker[Session], claimed: ClaimedWindow) -> Outcome:
-    with factory() as session:
-        return persist_result(session, claimed, DUMMY)
+    return persist_one(factory, claimed, DUMMY)
 
 
 def test_claims_oldest_first_and_skips_leased_windows(
@@ -147,11 +141,15 @@ def test_release_makes_the_window_claimable_at_once(
     held = claim(factory)
     assert held is not None
     with factory() as session:
-        assert release_claimed(session, held)
+        assert persist_group(session, [], [held]) == [Outcome.RELEASED]
+    (row,) = aggregate_rows(factory, model.id)
+    assert row.lease_expires_at is None and row.claim_attempt == 1
     again = claim(factory)
     assert again is not None and again.claim.attempt == 2
     with factory() as session:
-        assert not release_claimed(session, held)  # the old claim is stale
+        persist_group(session, [], [held])  # the old claim is stale: nothing happens
+    (row,) = aggregate_rows(factory, model.id)
+    assert row.lease_expires_at is not None and row.claim_attempt == 2  # still held by again
 
 
 def test_invalidation_fences_out_a_computation_in_progress(

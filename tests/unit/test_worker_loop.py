@@ -1,7 +1,9 @@
 """The claim loop against an in-memory fake queue (no database).
 
-The fake mimics the queue's contract: a claimed job is exclusive until it is
-run or released, and runs can fail like a database outage would.
+The fake mimics the queue's contract: a job is a group of up to ``group_size``
+units (ints), exclusive until run or released; a run looks at the stop event
+between units and gives back those not started; runs can fail like a
+database outage would.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ WAIT_SECONDS = 10.0
 
 @dataclass
 class FakeQueue:
-    """Jobs are ints; ``failures`` makes the next N claims raise (an outage)."""
+    """Units are ints; ``failures`` makes the next N claims raise (an outage)."""
 
     pending: deque[int] = field(default_factory=deque)
     held: set[int] = field(default_factory=set)
@@ -32,12 +34,14 @@ class FakeQueue:
     released: list[int] = field(default_factory=list)
     failures: int = 0
     claims: int = 0
+    group_size: int = 1
     lock: threading.Lock = field(default_factory=threading.Lock)
     on_claim: threading.Event | None = None
+    on_unit: threading.Event | None = None
     all_done: threading.Event = field(default_factory=threading.Event)
     expected: int = 0
 
-    def claim(self) -> int | None:
+    def claim(self) -> list[int] | None:
         if self.on_claim is not None:
             self.on_claim.set()
         with self.lock:
@@ -47,31 +51,38 @@ class FakeQueue:
                 raise ConnectionError("database unreachable")
             if not self.pending:
                 return None
-            job = self.pending.popleft()
-            assert job not in self.held
-            self.held.add(job)
+            job = [self.pending.popleft() for _ in range(min(self.group_size, len(self.pending)))]
+            assert not self.held.intersection(job)
+            self.held.update(job)
         return job
 
-    def run(self, job: int) -> None:
+    def run(self, job: list[int], stop: threading.Event) -> int:
+        for done, unit in enumerate(job):
+            if stop.is_set():
+                self.release(job[done:])
+                return done
+            with self.lock:
+                assert unit in self.held, "ran a unit it does not hold"
+                self.held.discard(unit)
+                self.done.append(unit)
+                if len(self.done) >= self.expected:
+                    self.all_done.set()
+            if self.on_unit is not None:
+                self.on_unit.set()
+        return len(job)
+
+    def release(self, job: list[int]) -> None:
         with self.lock:
-            assert job in self.held, "ran a job it does not hold"
-            self.held.discard(job)
-            self.done.append(job)
-            if len(self.done) >= self.expected:
-                self.all_done.set()
-
-    def release(self, job: int) -> None:
-        with self.lock:
-            self.held.discard(job)
-            self.released.append(job)
-            self.pending.appendleft(job)
+            self.held.difference_update(job)
+            self.released += job
+            self.pending.extendleft(reversed(job))
 
 
-def make_loop(queue: FakeQueue, stop: threading.Event) -> WorkerLoop[int]:
+def make_loop(queue: FakeQueue, stop: threading.Event) -> WorkerLoop[list[int]]:
     return WorkerLoop(queue, stop=stop, poll_interval_seconds=0.001, backoff=Backoff(0.001, 0.004))
 
 
-def run_in_thread(loop: WorkerLoop[int]) -> threading.Thread:
+def run_in_thread(loop: WorkerLoop[list[int]]) -> threading.Thread:
     thread = threading.Thread(target=loop.run, daemon=True)
     thread.start()
     return thread
@@ -94,7 +105,7 @@ def test_runs_every_job_once_then_idles_until_stopped() -> None:
 
 
 def test_two_loops_share_the_queue_without_running_a_job_twice() -> None:
-    queue = FakeQueue(pending=deque(range(200)), expected=200)
+    queue = FakeQueue(pending=deque(range(200)), expected=200, group_size=8)
     stop = threading.Event()
     loops = [make_loop(queue, stop) for _ in range(2)]
     threads = [run_in_thread(loop) for loop in loops]
@@ -112,7 +123,7 @@ def test_stop_after_claim_releases_the_job_instead_of_running_it() -> None:
     loop = make_loop(queue, stop)
     original_claim = queue.claim
 
-    def claim_then_stop() -> int | None:
+    def claim_then_stop() -> list[int] | None:
         job = original_claim()
         stop.set()  # SIGTERM arrives while the job is claimed, before it runs
         return job
@@ -123,6 +134,18 @@ def test_stop_after_claim_releases_the_job_instead_of_running_it() -> None:
     assert queue.done == []
     assert list(queue.pending) == [7, 8]
     assert stats.jobs_released == 1 and stats.jobs_run == 0
+
+
+def test_stop_during_a_group_releases_the_units_not_started() -> None:
+    queue = FakeQueue(pending=deque(range(5)), group_size=4)
+    stop = threading.Event()
+    loop = make_loop(queue, stop)
+    queue.on_unit = stop  # SIGTERM arrives while the group's first unit runs
+    stats = loop.run()
+    assert queue.done == [0]
+    assert queue.released == [1, 2, 3]
+    assert list(queue.pending) == [1, 2, 3, 4]
+    assert stats.jobs_run == 1 and stats.jobs_released == 3
 
 
 def test_outage_backs_off_and_resumes() -> None:
@@ -168,14 +191,14 @@ def test_run_failure_does_not_kill_the_loop() -> None:
     original_run = queue.run
     calls = {"n": 0}
 
-    def flaky_run(job: int) -> None:
+    def flaky_run(job: list[int], stop: threading.Event) -> int:
         calls["n"] += 1
         if calls["n"] == 1:
             with queue.lock:  # the fake's lease ends: the job goes back to the queue
-                queue.held.discard(job)
-                queue.pending.append(job)
+                queue.held.difference_update(job)
+                queue.pending.extend(job)
             raise ConnectionError("connection lost during completion")
-        original_run(job)
+        return original_run(job, stop)
 
     queue.run = flaky_run  # type: ignore[method-assign]
     thread = run_in_thread(loop)

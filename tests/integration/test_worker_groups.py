@@ -1,0 +1,256 @@
+"""Windows claimed, computed and stored in groups (SQLite and PostgreSQL, real migrations):
+the share of a claim, two claimers, and one window of a group fenced out, failing,
+or not computed because the worker stops."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from _worker_support import (
+    aggregate_rows,
+    metrics_rows,
+    post_batch,
+    register_model,
+    utcnow,
+    window_starts,
+)
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings
+from app.db import queue
+from app.db.models import ALL_SEGMENTS, BatchDelta
+from app.db.session import write_transaction
+from app.services import window_refresh
+from app.services.model_config import ModelConfig
+from app.services.window_compute import WindowResult
+from app.services.window_refresh import (
+    ClaimedWindow,
+    Computed,
+    Outcome,
+    ReferenceCache,
+    claim_windows,
+    persist_group,
+    refresh_group,
+)
+from app.services.windowing import window_length
+from app.worker.jobs import DatabaseJobs
+
+WAIT_SECONDS = 60.0
+
+DUMMY = WindowResult(metrics={"f1": 0.5}, reasons={}, intervals={}, drift=None, curves=None)
+
+
+def _fill(
+    factory: sessionmaker[Session], settings: Settings, windows: int, **fields: Any
+) -> tuple[ModelConfig, list[datetime]]:
+    """A model with one batch in each of ``windows`` windows, posted oldest first."""
+    model = register_model(factory, **fields)
+    starts = window_starts(model, windows)
+    rng = np.random.default_rng(windows)
+    for start in starts:
+        post_batch(factory, model, settings, at=start, rng=rng, n=200)
+    return model, starts
+
+
+def _claim(factory: sessionmaker[Session], group_size: int) -> list[ClaimedWindow]:
+    with factory() as session:
+        return claim_windows(session, lease_seconds=60, group_size=group_size)
+
+
+def _persist(
+    factory: sessionmaker[Session],
+    computed: list[Computed],
+    released: list[ClaimedWindow] | None = None,
+) -> list[Outcome]:
+    with factory() as session:
+        return persist_group(session, computed, released or [])
+
+
+def _deltas(factory: sessionmaker[Session], start: datetime) -> int:
+    with factory() as session:
+        return int(
+            session.scalar(
+                sa.select(sa.func.count())
+                .select_from(BatchDelta)
+                .where(BatchDelta.window_start == start)
+            )
+            or 0
+        )
+
+
+def test_a_claim_takes_half_of_the_claimable_windows_up_to_the_group_size(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    _, starts = _fill(factory, settings, 10)
+    sizes = []
+    claimed: list[ClaimedWindow] = []
+    while group := _claim(factory, group_size=4):
+        sizes.append(len(group))
+        claimed += group
+        keys = [c.claim.key for c in group]
+        assert keys == sorted(keys)
+    assert sizes == [4, 3, 1, 1, 1]  # 10 -> 4 (cap), 6 -> 3, 3 -> 1, 2 -> 1, 1 -> 1
+    assert [c.claim.window_start for c in claimed[:4]] == starts[:4]  # oldest changes first
+    assert sorted(c.claim.window_start for c in claimed) == starts
+    assert all(c.claim.attempt == 1 and len(c.batch_ids) == 1 for c in claimed)
+    assert all(c.sums.n == 200 and c.claim.stored_version is None for c in claimed)
+
+
+def test_two_workers_claiming_groups_never_claim_a_window_twice(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model, starts = _fill(factory, settings, 24)
+    start_line = threading.Barrier(2)
+    claimed: list[list[tuple[int, str, datetime]]] = [[], []]
+    failures: list[BaseException] = []
+
+    def work(me: int) -> None:
+        try:
+            start_line.wait(WAIT_SECONDS)
+            while group := _claim(factory, group_size=4):
+                claimed[me] += [c.claim.key for c in group]
+                outcomes = _persist(factory, [Computed(c, DUMMY) for c in group])
+                assert set(outcomes) == {Outcome.STORED}
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT_SECONDS)
+    assert not failures, failures
+    every = claimed[0] + claimed[1]
+    assert len(every) == len(set(every)) == 24
+    rows = aggregate_rows(factory, model.id)
+    assert {r.claim_attempt for r in rows} == {1}  # each window claimed exactly once
+    assert {(r.version, r.dirty) for r in rows} == {(1, False)}
+    stored = metrics_rows(factory, model.id)
+    assert sorted(start for _, start in stored) == starts
+
+
+def test_a_fenced_out_window_leaves_the_rest_of_its_group_stored(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model, starts = _fill(factory, settings, 6)
+    group = _claim(factory, group_size=3)
+    assert [c.claim.window_start for c in group] == starts[:3]
+    with factory() as session, write_transaction(session):  # e.g. its reference changed
+        queue.invalidate_windows(
+            session,
+            model.id,
+            now=utcnow(),
+            start_from=starts[1],
+            start_to=starts[1] + window_length(model.window),
+        )
+
+    outcomes = _persist(factory, [Computed(c, DUMMY) for c in group])
+    assert outcomes == [Outcome.STORED, Outcome.FENCED_OUT, Outcome.STORED]
+    stored = metrics_rows(factory, model.id)
+    assert {start for _, start in stored} == {starts[0], starts[2]}
+    assert {r.aggregate_version for r in stored.values()} == {1}
+    rows = {r.window_start: r for r in aggregate_rows(factory, model.id)}
+    assert (rows[starts[0]].version, rows[starts[0]].dirty) == (1, False)
+    fenced = rows[starts[1]]
+    assert (fenced.version, fenced.n, fenced.dirty, fenced.claim_attempt) == (0, 0, True, 2)
+    assert _deltas(factory, starts[1]) == 1  # its delta waits for the next claim
+    assert _deltas(factory, starts[0]) == _deltas(factory, starts[2]) == 0
+
+
+def test_a_failing_window_of_a_group_is_stored_as_an_error_and_the_others_fresh(
+    factory: sessionmaker[Session], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, starts = _fill(factory, settings, 6)
+    group = _claim(factory, group_size=3)
+    real = window_refresh.compute_window_result
+    failing = group[1].sums
+
+    def compute(model: ModelConfig, sums: Any, *args: Any, **kwargs: Any) -> WindowResult:
+        if sums is failing:
+            raise FloatingPointError("impossible aggregate")
+        return real(model, sums, *args, **kwargs)
+
+    monkeypatch.setattr(window_refresh, "compute_window_result", compute)
+    with factory() as session:
+        outcomes = refresh_group(session, group, ReferenceCache())
+    assert outcomes == [Outcome.STORED] * 3
+    stored = metrics_rows(factory, model.id)
+    statuses = [stored[(ALL_SEGMENTS, s)].status for s in starts[:3]]
+    assert statuses == ["fresh", "error", "fresh"]
+    assert stored[(ALL_SEGMENTS, starts[1])].error == "FloatingPointError: impossible aggregate"
+    assert stored[(ALL_SEGMENTS, starts[0])].metrics["prior"] is not None
+    assert all(r.version == 1 for r in aggregate_rows(factory, model.id)[:3])  # all folded
+
+
+def test_a_stop_mid_group_stores_the_computed_windows_and_releases_the_rest(
+    factory: sessionmaker[Session], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, starts = _fill(factory, settings, 6)
+    stop = threading.Event()
+    computed = []
+
+    def compute(*_args: Any, **_kwargs: Any) -> WindowResult:
+        computed.append(1)
+        stop.set()  # SIGTERM arrives while the group's first window is computed
+        return DUMMY
+
+    monkeypatch.setattr(window_refresh, "compute_window_result", compute)
+    jobs = DatabaseJobs(factory, lease_seconds=60, claim_group_size=3)
+    group = jobs.claim()
+    assert group is not None and len(group) == 3
+    assert jobs.run(group, stop) == 1
+    assert len(computed) == 1
+    assert (jobs.outcomes[Outcome.STORED], jobs.outcomes[Outcome.RELEASED]) == (1, 2)
+
+    rows = {r.window_start: r for r in aggregate_rows(factory, model.id)}
+    assert (rows[starts[0]].version, rows[starts[0]].lease_expires_at) == (1, None)
+    for start in starts[1:3]:  # given back: lease ended, delta still waiting
+        assert (rows[start].version, rows[start].lease_expires_at) == (0, None)
+        assert _deltas(factory, start) == 1
+    assert set(metrics_rows(factory, model.id)) == {(ALL_SEGMENTS, starts[0])}
+    again = _claim(factory, group_size=1)  # claimable at once, oldest first
+    assert [(c.claim.window_start, c.claim.attempt) for c in again] == [(starts[1], 2)]
+
+
+def test_a_database_error_rolls_the_whole_group_back(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model, starts = _fill(factory, settings, 4)
+    group = _claim(factory, group_size=2)
+    assert len(group) == 2
+    with factory() as session, session.begin():  # as if another fold had taken one
+        session.execute(sa.delete(BatchDelta).where(BatchDelta.window_start == starts[1]))
+    with pytest.raises(queue.DoubleFold):
+        _persist(factory, [Computed(c, DUMMY) for c in group])
+    assert metrics_rows(factory, model.id) == {}
+    rows = aggregate_rows(factory, model.id)
+    assert {(r.version, r.n) for r in rows} == {(0, 0)}  # nothing folded, first window included
+    assert _deltas(factory, starts[0]) == 1
+
+
+def test_a_group_marks_the_drift_dependents_of_its_windows_after_storing_them(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """Window 1 uses window 0 as its reference (trailing 1): both in one group, window 1
+    is stored, then marked again because window 0's data changed in the same transaction."""
+    model, starts = _fill(factory, settings, 4, drift={"reference": {"trailing_windows": 1}})
+    group = _claim(factory, group_size=2)
+    assert [c.claim.window_start for c in group] == starts[:2]
+    outcomes = _persist(factory, [Computed(c, DUMMY) for c in group])
+    assert outcomes == [Outcome.STORED, Outcome.STORED]
+    rows = {r.window_start: r for r in aggregate_rows(factory, model.id)}
+    assert (rows[starts[0]].dirty, rows[starts[0]].claim_attempt) == (False, 1)
+    assert (rows[starts[1]].version, rows[starts[1]].dirty, rows[starts[1]].claim_attempt) == (
+        1,
+        True,
+        2,
+    )
+    assert (rows[starts[2]].dirty, rows[starts[2]].claim_attempt) == (True, 1)  # window 1's
+    assert rows[starts[3]].claim_attempt == 0
+    stored = metrics_rows(factory, model.id)
+    assert {start for _, start in stored} == set(starts[:2])
