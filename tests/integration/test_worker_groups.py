@@ -254,3 +254,24 @@ def test_a_group_marks_the_drift_dependents_of_its_windows_after_storing_them(
     assert rows[starts[3]].claim_attempt == 0
     stored = metrics_rows(factory, model.id)
     assert {start for _, start in stored} == set(starts[:2])
+
+
+def test_a_database_error_while_computing_stores_nothing_of_the_group(
+    factory: sessionmaker[Session], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Infrastructure, not the window: the error reaches the loop (which backs off) and
+    the group's windows stay leased, to be taken over when their leases end."""
+    model, _ = _fill(factory, settings, 4)
+    group = _claim(factory, group_size=2)
+
+    def compute(*_args: Any, **_kwargs: Any) -> WindowResult:
+        raise sa.exc.OperationalError("SELECT 1", {}, ConnectionError("server closed"))
+
+    monkeypatch.setattr(window_refresh, "compute_window_result", compute)
+    with factory() as session, pytest.raises(sa.exc.OperationalError):
+        refresh_group(session, group, ReferenceCache())
+    assert metrics_rows(factory, model.id) == {}
+    leased = [r for r in aggregate_rows(factory, model.id) if r.lease_expires_at is not None]
+    assert [(r.window_start, r.version) for r in leased] == [
+        (c.claim.window_start, 0) for c in group
+    ]
