@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from _migration_support import database_at
 from _worker_support import session_factory_for
-from alembic import command
 
 from app.db import queue
-from app.db.migrate import alembic_config, upgrade_to_head
+from app.db.migrate import upgrade_to_head
 
 T0 = datetime(2026, 11, 20, 10, tzinfo=UTC)
 T1 = T0 + timedelta(hours=1)
@@ -26,22 +26,9 @@ INTERVALS = '{"auc_roc": {"lower": 0.6, "upper": 0.8, "level": 0.95}}'
 def old_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database at revision 0004 holding two windows: one with a fresh full result
     (curves, intervals), one whose computation failed."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'old.db'}"
-    else:
-        url = request.getfixturevalue("empty_postgres_url")
-    command.upgrade(alembic_config(url), "0004")
-    engine = sa.create_engine(url)
+    url, engine = database_at(request, tmp_path, "0004", T0)
     hist = np.arange(4, dtype="<i8").tobytes()
     with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                'INSERT INTO model (id, name, "window", thresholds, pi0, segments, sla, drift,'
-                " n_bins, bin_edges, created_at, updated_at) VALUES (1, 'm', '1h', '[0.5]', 0.1,"
-                " '[]', '[]', '{}', 4, :edges, :t, :t)"
-            ),
-            {"edges": np.linspace(0, 1, 5).astype("<f8").tobytes(), "t": T0},
-        )
         for start, version in ((T0, 3), (T1, 1)):
             conn.execute(
                 sa.text(
