@@ -238,8 +238,12 @@ def persist_result(
         if result is None:
             status, document = StoredStatus.ERROR, {"error": error or "computation failed"}
         else:
-            stored = None if result.detail else queue.stored_detail(session, claim)
-            detail = None if stored is None else StoredDetail(*stored)
+            row = None if result.detail else queue.stored_detail(session, claim)
+            detail = None
+            if row is not None:  # results stored before intervals existed have none
+                detail = StoredDetail(
+                    row.intervals or {}, row.curves, row.detail_version, row.detail_computed_at
+                )
             status = StoredStatus.FRESH
             document = window_document(result, detail, version=version, computed_at=now)
         queue.upsert_window_metrics(
