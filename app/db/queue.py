@@ -37,7 +37,7 @@ the same serialisation.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -336,13 +336,15 @@ def upsert_window_metrics(
     status: str,
     computed_at: datetime,
     document: Mapping[str, Any],
+    keep: Collection[str] = (),
 ) -> None:
     """Store the result computed from aggregate ``version`` (call after :func:`fence`).
 
     ``document`` holds the columns ``metrics``, ``drift``, ``curves``,
     ``intervals``, ``reasons``, ``estimate``, ``error``, ``detail_version`` and
     ``detail_computed_at``. An existing row computed from a
-    newer aggregate version is never replaced.
+    newer aggregate version is never replaced. The columns ``keep`` of an
+    existing row stay as they are (a summary refresh keeps the stored detail).
     """
     values = {
         "model_id": claim.model_id,
@@ -365,7 +367,9 @@ def upsert_window_metrics(
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     stmt = insert(WindowMetrics).values(**values)
     updated = {
-        k: stmt.excluded[k] for k in values if k not in ("model_id", "segment", "window_start")
+        k: stmt.excluded[k]
+        for k in values
+        if k not in ("model_id", "segment", "window_start") and k not in keep
     }
     session.execute(
         stmt.on_conflict_do_update(
@@ -388,22 +392,16 @@ def stored_version(session: Session, claim: Claim) -> int | None:
     return None if value is None else int(value)
 
 
-def stored_detail(session: Session, claim: Claim) -> Any:
-    """(intervals, curves, detail_version, detail_computed_at) of the claimed window's
-    stored result, or None when it has no detail tier."""
-    return session.execute(
-        select(
-            WindowMetrics.intervals,
-            WindowMetrics.curves,
-            WindowMetrics.detail_version,
-            WindowMetrics.detail_computed_at,
-        ).where(
+def stored_intervals(session: Session, claim: Claim) -> dict[str, Any] | None:
+    """The intervals of the claimed window's stored result (None: none stored)."""
+    value = session.scalar(
+        select(WindowMetrics.intervals).where(
             WindowMetrics.model_id == claim.model_id,
             WindowMetrics.segment == claim.segment,
             WindowMetrics.window_start == claim.window_start,
-            WindowMetrics.detail_version.is_not(None),
         )
-    ).one_or_none()
+    )
+    return None if value is None else dict(value)
 
 
 def invalidate_windows(

@@ -42,7 +42,7 @@ from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
 from app.services.refresh_tier import detail_due, next_detail_due
 from app.services.window_compute import WindowResult, compute_window_result
-from app.services.window_document import StoredDetail, window_document
+from app.services.window_document import KEPT_BY_SUMMARY, window_document
 from app.services.window_sums import WindowSums
 from app.services.windowing import window_length
 from app.statuses import StoredStatus
@@ -238,16 +238,17 @@ def persist_result(
         if result is None:
             status, document = StoredStatus.ERROR, {"error": error or "computation failed"}
         else:
-            row = None if result.detail else queue.stored_detail(session, claim)
-            detail = None
-            if row is not None:  # results stored before intervals existed have none
-                detail = StoredDetail(
-                    row.intervals or {}, row.curves, row.detail_version, row.detail_computed_at
-                )
+            stored = None if result.detail else queue.stored_intervals(session, claim)
             status = StoredStatus.FRESH
-            document = window_document(result, detail, version=version, computed_at=now)
+            document = window_document(result, stored, version=version, computed_at=now)
         queue.upsert_window_metrics(
-            session, claim, version=version, status=status, computed_at=now, document=document
+            session,
+            claim,
+            version=version,
+            status=status,
+            computed_at=now,
+            document=document,
+            keep=KEPT_BY_SUMMARY if result is not None and not result.detail else (),
         )
         if previous is None or previous < version:
             _invalidate_dependents(session, claimed, now)

@@ -22,7 +22,7 @@ from app.services.sla_objectives import (
     evaluate_objective,
 )
 from app.services.window_compute import WindowResult, compute_window_result
-from app.services.window_document import StoredDetail, window_document
+from app.services.window_document import KEPT_BY_SUMMARY, window_document
 from app.services.window_read import WindowView
 from app.services.window_sums import WindowSums
 
@@ -124,34 +124,27 @@ SUMMARY = WindowResult(
     drift={"verdict": "none"},
     detail=False,
 )
-PREVIOUS = StoredDetail(
-    intervals={
-        "recall": {"lower": 0.1, "upper": 0.2, "level": 0.95},  # the old summary interval
-        "auc_roc": {"lower": 0.7, "upper": 0.9, "level": 0.95},
-        "ops_f1": {"lower": 0.3, "upper": 0.5, "level": 0.95},
-        "gini": {"lower": 0.4, "upper": 0.6, "level": 0.95},
-    },
-    curves={"roc": {"fpr": [0.0, 1.0]}},
-    version=3,
-    computed_at=T0,
-)
+STORED = {
+    "recall": {"lower": 0.1, "upper": 0.2, "level": 0.95},  # the old summary interval
+    "auc_roc": {"lower": 0.7, "upper": 0.9, "level": 0.95},
+    "ops_f1": {"lower": 0.3, "upper": 0.5, "level": 0.95},
+    "gini": {"lower": 0.4, "upper": 0.6, "level": 0.95},
+}
 
 
-def test_a_summary_carries_the_previous_detail_with_its_stamp() -> None:
-    doc = window_document(SUMMARY, PREVIOUS, version=5, computed_at=T0 + MINUTE)
+def test_a_summary_carries_the_stored_detail_intervals_and_keeps_the_rest() -> None:
+    doc = window_document(SUMMARY, STORED, version=5, computed_at=T0 + MINUTE)
     assert doc["metrics"] == SUMMARY.metrics
     assert doc["intervals"] == {
         "recall": {"lower": 0.6, "upper": 0.8, "level": 0.95},  # the new summary's
-        "ops_f1": PREVIOUS.intervals["ops_f1"],
-        "gini": PREVIOUS.intervals["gini"],
+        "ops_f1": STORED["ops_f1"],
+        "gini": STORED["gini"],
     }  # auc_roc is None now: its carried interval is dropped
-    assert doc["curves"] == PREVIOUS.curves
-    assert (doc["detail_version"], doc["detail_computed_at"]) == (3, T0)
+    assert not set(doc) & set(KEPT_BY_SUMMARY)  # curves and stamp stay as stored
 
 
-def test_a_summary_without_stored_detail_has_no_stamp() -> None:
+def test_a_summary_with_nothing_stored_has_only_its_intervals() -> None:
     doc = window_document(SUMMARY, None, version=1, computed_at=T0)
-    assert (doc["curves"], doc["detail_version"], doc["detail_computed_at"]) == (None, None, None)
     assert doc["intervals"] == SUMMARY.intervals
 
 
@@ -163,7 +156,7 @@ def test_a_full_result_is_stored_as_it_is_with_its_own_stamp() -> None:
         drift={"verdict": "none"},
         curves={"roc": {"fpr": [0.0, 0.5, 1.0]}},
     )
-    doc = window_document(full, PREVIOUS, version=5, computed_at=T0 + MINUTE)
+    doc = window_document(full, STORED, version=5, computed_at=T0 + MINUTE)
     assert (doc["intervals"], doc["curves"]) == (full.intervals, full.curves)
     assert (doc["detail_version"], doc["detail_computed_at"]) == (5, T0 + MINUTE)
 
