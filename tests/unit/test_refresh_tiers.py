@@ -97,6 +97,17 @@ def test_full_result_is_the_summary_plus_the_detail(
     assert {"auc_roc", "gini", "ops_f1", "ops_auc_pr", "ks"} <= detail_keys
 
 
+def test_a_given_generator_draws_both_tiers(
+    window_and_model: tuple[ModelConfig, WindowSums],
+) -> None:
+    model, window = window_and_model
+    one = compute_window_result(model, window, None, rng=np.random.default_rng(5))
+    two = compute_window_result(model, window, None, rng=np.random.default_rng(5))
+    seeded = compute_window_result(model, window, None)
+    assert one.intervals == two.intervals and one.detail
+    assert one.intervals["auc_roc"] != seeded.intervals["auc_roc"]  # other draws
+
+
 def test_a_window_of_unlabelled_rows_only_keeps_the_tier_asked_for() -> None:
     model = make_model()
     window = sums_of(*sample(np.random.default_rng(32), 500, 0.1), model)
