@@ -40,7 +40,7 @@ the same serialisation.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -53,6 +53,7 @@ from sqlalchemy import (
     case,
     delete,
     func,
+    literal,
     or_,
     select,
     text,
@@ -91,9 +92,10 @@ class Claim:
     attempt : the fencing token (``claim_attempt`` after the increment).
     claimed_at, lease_expires_at : database times of the claim and of the
         lease's end.
-    stored_version : the aggregate version of the window's stored result when
-        it was claimed (None: no result yet). Only the completion of a claim
-        writes that result, so it cannot change while this claim holds.
+    stored_version, stored_intervals : the aggregate version and the intervals
+        of the window's stored result when it was claimed (None: no result
+        yet). Only the completion of a claim writes that result, so they cannot
+        change while this claim holds.
     """
 
     model_id: int
@@ -104,6 +106,7 @@ class Claim:
     claimed_at: datetime
     lease_expires_at: datetime
     stored_version: int | None
+    stored_intervals: Mapping[str, Any] | None
 
     @property
     def key(self) -> WindowKey:
@@ -144,15 +147,24 @@ def database_now(session: Session) -> datetime:
     return datetime.now(UTC)
 
 
-def _waiting() -> Subquery:
+def _waiting(*, detail_due: bool = False) -> Subquery:
     """(model_id, segment, window_start, since) of every waiting window: the oldest
-    unfolded delta or the dirty mark, whichever is older."""
-    changes = union_all(
+    unfolded delta or the dirty mark, whichever is older. With ``detail_due``, a
+    window's detail due time counts as a change too (the claim's one due time: a
+    window waits for new data or for its detail, whichever is older)."""
+    sources = [
         select(BD.model_id, BD.segment, BD.window_start, BD.received_at.label("since")),
         select(WA.model_id, WA.segment, WA.window_start, WA.dirty_since.label("since")).where(
             WA.dirty
         ),
-    ).subquery()
+    ]
+    if detail_due:
+        sources.append(
+            select(WA.model_id, WA.segment, WA.window_start, WA.detail_due_at.label("since")).where(
+                WA.detail_due_at.is_not(None)
+            )
+        )
+    changes = union_all(*sources).subquery()
     return (
         select(
             changes.c.model_id,
@@ -191,7 +203,7 @@ def _settled(waiting: Subquery, now: datetime, settle_seconds: float) -> Any:
 def _claimable(now: datetime, settle_seconds: float, *columns: Any) -> tuple[Select[Any], Subquery]:
     """``columns`` of the windows a worker may claim now, and the waiting subquery
     (whose ``since`` orders the claims). Every condition of a claim is here."""
-    waiting = _waiting()
+    waiting = _waiting(detail_due=True)
     query = _joined_waiting(columns, waiting).where(
         _lease_free(now), _settled(waiting, now, settle_seconds)
     )
@@ -256,14 +268,15 @@ def claim_group(
         .with_for_update(skip_locked=True, of=WA)
         .correlate(None)
     )
-    stored = (
-        select(WindowMetrics.aggregate_version).where(_same_window(WindowMetrics)).scalar_subquery()
-    )
+    stored = [
+        select(column).where(_same_window(WindowMetrics)).scalar_subquery()
+        for column in (WindowMetrics.aggregate_version, WindowMetrics.intervals)
+    ]
     rows = session.execute(
         update(WA)
         .where(tuple_(*_KEY).in_(picked))
         .values(claim_attempt=WA.claim_attempt + 1, lease_expires_at=expires)
-        .returning(WA, stored)
+        .returning(WA, *stored)
         .execution_options(synchronize_session=False, populate_existing=True)
     ).all()
     claims = [
@@ -277,10 +290,11 @@ def claim_group(
                 claimed_at=now,
                 lease_expires_at=expires,
                 stored_version=None if stored_version is None else int(stored_version),
+                stored_intervals=intervals,
             ),
             row,
         )
-        for row, stored_version in rows
+        for row, stored_version, intervals in rows
     ]
     return sorted(claims, key=lambda pair: pair[0].key)
 
@@ -372,12 +386,15 @@ class Completion:
     batch_ids : the claimed deltas, which the fold deletes.
     release : give the window back uncomputed: only the lease ends and the
         window stays waiting (graceful stop).
+    detail_due_at : the window's next detail due time (None after a full
+        refresh or an error; app/services/refresh_tier.py).
     """
 
     claim: Claim
     folded: Mapping[str, Any] | None = None
     batch_ids: Sequence[uuid.UUID] = ()
     release: bool = False
+    detail_due_at: datetime | None = None
 
 
 _HELD_KEY = (
@@ -402,7 +419,8 @@ def _held_key(claim: Claim) -> dict[str, Any]:
 def complete(session: Session, completions: Sequence[Completion]) -> None:
     """End the leases of held claims (lock them with :func:`lock_claimed` first).
 
-    Unless ``release``, the dirty mark is cleared. With ``folded``, the row
+    Unless ``release``, the dirty mark is cleared and the detail due time set
+    to ``detail_due_at``. With ``folded``, the row
     takes those values, ``version`` + 1 and ``batches`` + ``len(batch_ids)``,
     and the deltas ``batch_ids`` of the window are deleted: every one of them,
     or :class:`DoubleFold` is raised (the caller's transaction must then roll
@@ -424,6 +442,7 @@ def complete(session: Session, completions: Sequence[Completion]) -> None:
                     "batches": WA.batches + bindparam("new_batches"),
                     "dirty": False,
                     "dirty_since": None,
+                    "detail_due_at": bindparam("new_detail_due_at"),
                     "lease_expires_at": None,
                 }
             ),
@@ -432,18 +451,30 @@ def complete(session: Session, completions: Sequence[Completion]) -> None:
                     **_held_key(c.claim),
                     **{f"new_{k}": v for k, v in (c.folded or {}).items()},
                     "new_batches": len(c.batch_ids),
+                    "new_detail_due_at": c.detail_due_at,
                 }
                 for c in folds
             ],
         )
     cleared = [c for c in completions if c.folded is None and not c.release]
     released = [c for c in completions if c.release]
-    for ended, values in ((cleared, {"dirty": False, "dirty_since": None}), (released, {})):
-        if ended:
-            connection.execute(
-                update(WA).where(_HELD_KEY).values(lease_expires_at=None, **values),
-                [_held_key(c.claim) for c in ended],
-            )
+    if cleared:
+        connection.execute(
+            update(WA)
+            .where(_HELD_KEY)
+            .values(
+                lease_expires_at=None,
+                dirty=False,
+                dirty_since=None,
+                detail_due_at=bindparam("new_detail_due_at"),
+            ),
+            [{**_held_key(c.claim), "new_detail_due_at": c.detail_due_at} for c in cleared],
+        )
+    if released:
+        connection.execute(
+            update(WA).where(_HELD_KEY).values(lease_expires_at=None),
+            [_held_key(c.claim) for c in released],
+        )
     claimed = [(*c.claim.key, batch_id) for c in folds for batch_id in c.batch_ids]
     deleted = 0
     for first in range(0, len(claimed), DELETE_CHUNK):
@@ -465,55 +496,67 @@ class StoredResult:
     """A result to store for a held claim, computed from aggregate ``version``.
 
     ``document`` holds the columns ``metrics``, ``drift``, ``curves``,
-    ``intervals``, ``reasons``, ``estimate`` and ``error``.
+    ``intervals``, ``reasons``, ``estimate``, ``error``, ``detail_version`` and
+    ``detail_computed_at``; the columns ``keep`` of an existing row stay as they
+    are (a summary refresh keeps the stored detail).
     """
 
     claim: Claim
     version: int
     status: str
     document: Mapping[str, Any]
+    keep: Collection[str] = ()
 
 
 def upsert_window_metrics(
     session: Session, results: Sequence[StoredResult], *, computed_at: datetime
 ) -> None:
-    """Store ``results`` in one statement (call after :func:`complete`).
+    """Store ``results`` (call after :func:`complete`): one statement per set of
+    kept columns.
 
     An existing row computed from a newer aggregate version is never replaced.
     """
-    if not results:
-        return
-    rows = [
-        {
-            "model_id": r.claim.model_id,
-            "segment": r.claim.segment,
-            "window_start": r.claim.window_start,
-            "aggregate_version": r.version,
-            "computed_at": computed_at,
-            "status": r.status,
-            "metrics": r.document.get("metrics") or {},
-            "drift": r.document.get("drift"),
-            "curves": r.document.get("curves"),
-            "intervals": r.document.get("intervals"),
-            "reasons": r.document.get("reasons"),
-            "estimate": r.document.get("estimate"),
-            "error": r.document.get("error"),
-        }
-        for r in results
-    ]
+    by_keep: dict[frozenset[str], list[StoredResult]] = {}
+    for result in results:
+        by_keep.setdefault(frozenset(result.keep), []).append(result)
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    stmt = insert(WindowMetrics).values(rows)
-    updated = {
-        k: stmt.excluded[k] for k in rows[0] if k not in ("model_id", "segment", "window_start")
-    }
-    session.connection().execute(
-        stmt.on_conflict_do_update(
-            index_elements=["model_id", "segment", "window_start"],
-            set_=updated,
-            where=WindowMetrics.aggregate_version <= stmt.excluded.aggregate_version,
+    for keep, group in by_keep.items():
+        rows = [_metrics_row(r, computed_at) for r in group]
+        stmt = insert(WindowMetrics).values(rows)
+        updated = {
+            k: stmt.excluded[k]
+            for k in rows[0]
+            if k not in ("model_id", "segment", "window_start") and k not in keep
+        }
+        session.connection().execute(
+            stmt.on_conflict_do_update(
+                index_elements=["model_id", "segment", "window_start"],
+                set_=updated,
+                where=WindowMetrics.aggregate_version <= stmt.excluded.aggregate_version,
+            )
         )
-    )
+
+
+def _metrics_row(result: StoredResult, computed_at: datetime) -> dict[str, Any]:
+    document = result.document
+    return {
+        "model_id": result.claim.model_id,
+        "segment": result.claim.segment,
+        "window_start": result.claim.window_start,
+        "aggregate_version": result.version,
+        "computed_at": computed_at,
+        "status": result.status,
+        "metrics": document.get("metrics") or {},
+        "drift": document.get("drift"),
+        "curves": document.get("curves"),
+        "intervals": document.get("intervals"),
+        "reasons": document.get("reasons"),
+        "estimate": document.get("estimate"),
+        "error": document.get("error"),
+        "detail_version": document.get("detail_version"),
+        "detail_computed_at": document.get("detail_computed_at"),
+    }
 
 
 def invalidate_windows(
@@ -525,6 +568,7 @@ def invalidate_windows(
     start_from: datetime | None = None,
     start_to: datetime | None = None,
     exclude: tuple[datetime, datetime] | None = None,
+    detail_due: bool = False,
 ) -> int:
     """Mark windows for recomputation although their aggregate did not change.
 
@@ -549,6 +593,9 @@ def invalidate_windows(
         Restrict to windows starting in [start_from, start_to).
     exclude : (datetime, datetime), optional
         Skip windows starting in this half-open range (the reference itself).
+    detail_due : bool
+        Also make the detail tier due now (a settings change: the stored curves
+        were computed with the old settings; a reference change leaves them valid).
 
     Returns
     -------
@@ -575,10 +622,18 @@ def invalidate_windows(
             dirty_since=func.coalesce(WA.dirty_since, now),
             lease_expires_at=None,
             claim_attempt=WA.claim_attempt + 1,
+            **_due_now(now, detail_due),
         )
         .execution_options(synchronize_session=False)
     )
     return len(keys)
+
+
+def _due_now(now: datetime, detail_due: bool) -> dict[str, Any]:
+    if not detail_due:
+        return {}
+    at = literal(now, WA.detail_due_at.type)
+    return {"detail_due_at": case((WA.detail_due_at < at, WA.detail_due_at), else_=at)}
 
 
 @dataclass(frozen=True)

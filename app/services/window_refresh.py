@@ -10,13 +10,16 @@ while computing. The SQL is in :mod:`app.db.queue`; the computation in
   deltas (:func:`app.services.deltas.fold`) are what it is computed on.
 * :func:`compute_or_error` loads a window's drift reference (the sum of the
   reference windows of the same segment, cached by their versions) and
-  computes; a failing computation becomes an error to store.
+  computes (:func:`compute_claimed`): the full result when the window's
+  detail is due, else the summary (:mod:`app.services.refresh_tier`); a
+  failing computation becomes an error to store.
 * :func:`persist_group` stores the group in one transaction: per window
   still held (fenced on its claim attempt) it folds the claimed deltas into
   the aggregate (new version; the deltas deleted) and stores the result with
-  that version. When a window's data changed and other windows use it as
-  their drift reference, those are marked for recomputation in the same
-  transaction.
+  that version (a summary keeps the stored detail:
+  :mod:`app.services.window_document`). When a window's data changed and
+  other windows use it as their drift reference, those are marked for
+  recomputation in the same transaction.
 * :func:`refresh_group` computes a claimed group window by window and
   persists it; asked to stop, it releases the windows not computed yet.
 """
@@ -42,8 +45,11 @@ from app.db.session import write_transaction
 from app.services.deltas import Delta, Folded, aggregate_columns, exact_of, fold
 from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
+from app.services.refresh_tier import detail_due, next_detail_due
 from app.services.window_compute import WindowResult, compute_window_result
+from app.services.window_document import KEPT_BY_SUMMARY, window_document
 from app.services.window_sums import WindowSums
+from app.services.windowing import window_length
 from app.statuses import StoredStatus
 
 log = logging.getLogger("priorwatch.worker")
@@ -61,6 +67,8 @@ class ClaimedWindow:
     model: ModelConfig
     folded: Folded
     batch_ids: tuple[uuid.UUID, ...]
+    detail_due_at: datetime | None = None
+    """The row's detail due time at the claim (app/services/refresh_tier.py)."""
 
     @property
     def sums(self) -> WindowSums:
@@ -129,7 +137,7 @@ def _claimed_window(
         model.n_bins,
         stored_unlabelled=row.n_unlabelled,
     )
-    return ClaimedWindow(claim, model, folded, tuple(d.batch_id for d in deltas))
+    return ClaimedWindow(claim, model, folded, tuple(d.batch_id for d in deltas), row.detail_due_at)
 
 
 class ReferenceCache:
@@ -173,9 +181,14 @@ class ReferenceCache:
 
 
 def compute_claimed(
-    session: Session, claimed: ClaimedWindow, cache: ReferenceCache
+    session: Session,
+    claimed: ClaimedWindow,
+    cache: ReferenceCache,
+    *,
+    detail_interval_seconds: float = 0.0,
 ) -> WindowResult:
-    """Load the window's drift reference (read-only) and compute its result."""
+    """Load the window's drift reference (read-only) and compute its result: full when
+    its detail is due (:func:`app.services.refresh_tier.detail_due`), else the summary."""
     claim, model = claimed.claim, claimed.model
     period = reference_period(model, claim.window_start)
     reference = None
@@ -189,29 +202,53 @@ def compute_claimed(
         claimed.sums,
         reference,
         in_reference_period=period is not None and period.contains_window,
+        detail=detail_due(
+            now=claim.claimed_at,
+            window_end=_window_end(claimed),
+            detail_due_at=claimed.detail_due_at,
+            detail_interval_seconds=detail_interval_seconds,
+        ),
     )
+
+
+def _window_end(claimed: ClaimedWindow) -> datetime:
+    return claimed.claim.window_start + window_length(claimed.model.window)
 
 
 @dataclass(frozen=True)
 class Computed:
     """A claimed window with its result, or (``result`` None) the error its
-    computation raised, stored with status "error"."""
+    computation raised, stored with status "error".
+
+    ``detail_due_at`` is the window's next detail due time: set after a summary
+    result, None after a full result or an error.
+    """
 
     claimed: ClaimedWindow
     result: WindowResult | None
     error: str | None = None
+    detail_due_at: datetime | None = None
 
 
-def compute_or_error(session: Session, claimed: ClaimedWindow, cache: ReferenceCache) -> Computed:
+def compute_or_error(
+    session: Session,
+    claimed: ClaimedWindow,
+    cache: ReferenceCache,
+    *,
+    detail_interval_seconds: float = 0.0,
+) -> Computed:
     """Compute a claimed window; a failing computation is returned as an error.
 
+    ``detail_interval_seconds`` (the worker setting; 0: every refresh is full)
+    bounds how long the detail tier lags the data (app/services/refresh_tier.py).
     A database error propagates (infrastructure, not the window: the loop
     backs off). Any other error is logged and kept: the computation is
     deterministic, so the window is stored as an error and not retried until
     its aggregate changes.
     """
+    interval = detail_interval_seconds
     try:
-        return Computed(claimed, compute_claimed(session, claimed, cache))
+        result = compute_claimed(session, claimed, cache, detail_interval_seconds=interval)
     except Exception as exc:
         if _is_database_error(exc):
             raise
@@ -222,20 +259,27 @@ def compute_or_error(session: Session, claimed: ClaimedWindow, cache: ReferenceC
             claimed.claim.window_start.isoformat(),
         )
         return Computed(claimed, None, f"{type(exc).__name__}: {exc}")
+    if result.detail:
+        return Computed(claimed, result)
+    due = next_detail_due(
+        now=claimed.claim.claimed_at,
+        window_end=_window_end(claimed),
+        detail_due_at=claimed.detail_due_at,
+        detail_interval_seconds=interval,
+    )
+    return Computed(claimed, result, detail_due_at=due)
 
 
-def _document(computed: Computed) -> tuple[str, dict[str, Any]]:
-    result = computed.result
+def _stored_result(computed: Computed, version: int, now: datetime) -> queue.StoredResult:
+    """What ``window_metrics`` stores for a computed window (aggregate ``version``)."""
+    claim, result = computed.claimed.claim, computed.result
     if result is None:
-        return StoredStatus.ERROR, {"error": computed.error or "computation failed"}
-    return StoredStatus.FRESH, {
-        "metrics": result.metrics,
-        "reasons": result.reasons,
-        "intervals": result.intervals,
-        "drift": result.drift,
-        "curves": result.curves,
-        "estimate": result.estimate,
-    }
+        error = {"error": computed.error or "computation failed"}
+        return queue.StoredResult(claim, version, StoredStatus.ERROR, error)
+    stored = None if result.detail else claim.stored_intervals
+    document = window_document(result, stored, version=version, computed_at=now)
+    keep = () if result.detail else KEPT_BY_SUMMARY
+    return queue.StoredResult(claim, version, StoredStatus.FRESH, document, keep)
 
 
 def _changes_data(claimed: ClaimedWindow) -> bool:
@@ -285,6 +329,7 @@ def persist_group(
             if c.claimed.batch_ids
             else None,
             c.claimed.batch_ids,
+            detail_due_at=c.detail_due_at,
         )
         for c in computed
     }
@@ -299,10 +344,8 @@ def persist_group(
         queue.upsert_window_metrics(
             session,
             [
-                queue.StoredResult(
-                    c.claimed.claim,
-                    held[c.claimed.claim.key].version + (1 if c.claimed.batch_ids else 0),
-                    *_document(c),
+                _stored_result(
+                    c, held[c.claimed.claim.key].version + (1 if c.claimed.batch_ids else 0), now
                 )
                 for c in stored
             ],
@@ -349,19 +392,22 @@ def refresh_group(
     group: Sequence[ClaimedWindow],
     cache: ReferenceCache,
     should_stop: Callable[[], bool] = lambda: False,
+    *,
+    detail_interval_seconds: float = 0.0,
 ) -> list[Outcome]:
     """Compute a claimed group window by window (no transaction open), then persist
     it in one transaction (:func:`persist_group`).
 
     Once ``should_stop()`` is true (checked before each window), the windows
     not computed yet are released in that transaction and the computed ones
-    are stored.
+    are stored. ``detail_interval_seconds``: see :func:`compute_or_error`.
     """
+    interval = detail_interval_seconds
     computed: list[Computed] = []
     for claimed in group:
         if should_stop():
             break
-        computed.append(compute_or_error(session, claimed, cache))
+        computed.append(compute_or_error(session, claimed, cache, detail_interval_seconds=interval))
     return persist_group(session, computed, group[len(computed) :])
 
 

@@ -54,6 +54,9 @@ class DatabaseJobs:
         Claim a window only once its oldest waiting change is this old.
     claim_group_size : int
         Most windows claimed, computed and stored together.
+    detail_interval_seconds : float
+        Longest lag of an open window's detail tier behind its data (0: every
+        refresh is full; app/services/refresh_tier.py).
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class DatabaseJobs:
         housekeeping_interval_seconds: float = 300.0,
         settle_seconds: float = 0.0,
         claim_group_size: int = 1,
+        detail_interval_seconds: float = 0.0,
     ) -> None:
         self.session_factory = session_factory
         self.lease_seconds = lease_seconds
@@ -72,6 +76,7 @@ class DatabaseJobs:
         self.housekeeping_interval_seconds = housekeeping_interval_seconds
         self.settle_seconds = settle_seconds
         self.claim_group_size = claim_group_size
+        self.detail_interval_seconds = detail_interval_seconds
         self.cache = ReferenceCache()
         self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
         self._next_housekeeping = time.monotonic()
@@ -110,7 +115,11 @@ class DatabaseJobs:
         yet are released. Returns how many windows were computed."""
         with self.session_factory() as session:
             outcomes = refresh_group(
-                session, job, self.cache, should_stop=stop.is_set if stop else lambda: False
+                session,
+                job,
+                self.cache,
+                should_stop=stop.is_set if stop else lambda: False,
+                detail_interval_seconds=self.detail_interval_seconds,
             )
         for outcome in outcomes:
             self.outcomes[outcome] += 1

@@ -43,6 +43,7 @@ def build_loop(
         housekeeping_interval_seconds=worker_settings.housekeeping_interval_seconds,
         settle_seconds=worker_settings.settle_seconds,
         claim_group_size=worker_settings.claim_group_size,
+        detail_interval_seconds=worker_settings.detail_interval_seconds,
     )
     return WorkerLoop(
         jobs,

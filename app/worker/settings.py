@@ -54,6 +54,13 @@ class WorkerSettings(BaseSettings):
         "transaction (a claim takes at most half of the claimable windows, at least one, "
         "so that workers share a short queue)",
     )
+    detail_interval_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="longest lag of a window's detail tier (curves, ops_* and curve-area "
+        "intervals) behind its data while the window is open: other refreshes compute "
+        "the summary only; a closed window gets one full refresh; 0: every refresh is full",
+    )
     batch_retention_hours: float = Field(
         default=168.0,
         ge=24,
