@@ -275,3 +275,38 @@ def test_a_database_error_while_computing_stores_nothing_of_the_group(
     assert [(r.window_start, r.version) for r in leased] == [
         (c.claim.window_start, 0) for c in group
     ]
+
+
+def test_a_group_stores_full_and_summary_results_side_by_side(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """A closed window gets a full refresh and the open one a summary in the same group:
+    the summary keeps the open window's stored detail, the full result stamps its own."""
+    model = register_model(factory, window="1w")
+    *others, closed, current = window_starts(model, 4)
+    rng = np.random.default_rng(17)
+    for start in (current, closed, current, closed):
+        post_batch(factory, model, settings, at=start, rng=rng)
+    with factory() as session:  # the open window has a stored detail (version 1)
+        (first,) = claim_windows(session, lease_seconds=60)
+        assert first.claim.window_start == current
+        refresh_group(session, [first], ReferenceCache(), detail_interval_seconds=0.0)
+    before = metrics_rows(factory, model.id)[(ALL_SEGMENTS, current)]
+    assert before.detail_version == 1 and before.curves is not None
+    for start in (current, *others):  # 4 windows wait: a claim takes the 2 oldest changes
+        post_batch(factory, model, settings, at=start, rng=rng)
+
+    group = _claim(factory, group_size=2)
+    assert [c.claim.window_start for c in group] == [closed, current]
+    with factory() as session:
+        outcomes = refresh_group(session, group, ReferenceCache(), detail_interval_seconds=300.0)
+    assert outcomes == [Outcome.STORED, Outcome.STORED]
+    stored = metrics_rows(factory, model.id)
+    full, summary = stored[(ALL_SEGMENTS, closed)], stored[(ALL_SEGMENTS, current)]
+    assert (full.aggregate_version, full.detail_version) == (1, 1) and full.curves is not None
+    assert summary.aggregate_version == 2
+    assert (summary.detail_version, summary.curves) == (1, before.curves)  # kept
+    assert summary.detail_computed_at == before.detail_computed_at
+    rows = {r.window_start: r for r in aggregate_rows(factory, model.id)}
+    assert rows[closed].detail_due_at is None
+    assert rows[current].detail_due_at is not None  # the summary set its due time
