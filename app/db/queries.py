@@ -3,6 +3,7 @@ the transaction)."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -10,11 +11,29 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import BigInteger, Float, String, Subquery, cast, func, literal, select, union_all
+from sqlalchemy import (
+    BigInteger,
+    BindParameter,
+    CompoundSelect,
+    Float,
+    Insert,
+    Integer,
+    String,
+    Subquery,
+    Table,
+    bindparam,
+    cast,
+    func,
+    literal,
+    select,
+    true,
+    union_all,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, WindowAggregate
+from app.db.types import UTCDateTime
 
 
 def get_model_by_name(session: Session, name: str) -> Model | None:
@@ -40,12 +59,6 @@ def get_api_key(session: Session, model_id: int, key_id: uuid.UUID) -> ApiKey | 
     return session.get(ApiKey, (model_id, key_id))
 
 
-def find_batch_by_idempotency_key(session: Session, model_id: int, key: str) -> Batch | None:
-    return session.scalars(
-        select(Batch).where(Batch.model_id == model_id, Batch.idempotency_key == key)
-    ).one_or_none()
-
-
 @dataclass(frozen=True)
 class ExampleTotals:
     """What :func:`example_totals` read (rows labelled or not).
@@ -64,6 +77,38 @@ class ExampleTotals:
     missing: list[str]
 
 
+@functools.cache
+def _example_totals_statement() -> CompoundSelect:
+    """The statement of :func:`example_totals`, built once (its values are bound)."""
+    parts = []
+    tables: tuple[type[WindowAggregate] | type[BatchDelta], ...] = (WindowAggregate, BatchDelta)
+    model_id = bindparam("model_id", type_=Integer)
+    for kind, table in enumerate(tables):
+        parts.append(
+            select(
+                literal(kind),
+                table.segment,
+                func.sum(table.n + table.n_unlabelled),
+                literal(None, Float),
+            )
+            .where(
+                table.model_id == model_id,
+                table.window_start == bindparam("window_start", type_=UTCDateTime()),
+                table.segment.in_(bindparam("segments", expanding=True)),
+            )
+            .group_by(table.segment)
+        )
+        parts.append(
+            select(
+                literal(kind),
+                literal(None, String),
+                literal(None, BigInteger),
+                func.sum(cast(table.n, Float) + cast(table.n_unlabelled, Float)),
+            ).where(table.model_id == model_id, table.segment == ALL_SEGMENTS)
+        )
+    return union_all(*parts)
+
+
 def example_totals(
     session: Session, model_id: int, window_start: datetime, segments: Sequence[str]
 ) -> ExampleTotals:
@@ -76,35 +121,14 @@ def example_totals(
     The ``kind`` column tells the aggregates' rows (0) from the deltas' (1),
     so that the caller knows which aggregate rows must still be created.
     """
-    parts = []
-    tables: tuple[type[WindowAggregate] | type[BatchDelta], ...] = (WindowAggregate, BatchDelta)
-    for kind, table in enumerate(tables):
-        parts.append(
-            select(
-                literal(kind),
-                table.segment,
-                func.sum(table.n + table.n_unlabelled),
-                literal(None, Float),
-            )
-            .where(
-                table.model_id == model_id,
-                table.window_start == window_start,
-                table.segment.in_(list(segments)),
-            )
-            .group_by(table.segment)
-        )
-        parts.append(
-            select(
-                literal(kind),
-                literal(None, String),
-                literal(None, BigInteger),
-                func.sum(cast(table.n, Float) + cast(table.n_unlabelled, Float)),
-            ).where(table.model_id == model_id, table.segment == ALL_SEGMENTS)
-        )
     counts: dict[str, int] = dict.fromkeys(segments, 0)
     existing: set[str] = set()
     model_total = 0.0
-    for kind, segment, n, total in session.execute(union_all(*parts)).all():
+    rows = session.connection().execute(
+        _example_totals_statement(),
+        {"model_id": model_id, "window_start": window_start, "segments": list(segments)},
+    )
+    for kind, segment, n, total in rows:
         if segment is None:
             model_total += float(total or 0.0)
             continue
@@ -197,6 +221,57 @@ class StoredAnswer:
     idempotency_key: str
     request_hash: str
     response: dict[str, Any]
+
+
+_FIND_ANSWER = select(Batch.request_hash, Batch.response).where(
+    Batch.model_id == bindparam("model_id"), Batch.idempotency_key == bindparam("key")
+)
+
+
+def find_answer(session: Session, model_id: int, key: str) -> StoredAnswer | None:
+    """The stored answer of the batch of (model, ``key``), or None."""
+    found = session.connection().execute(_FIND_ANSWER, {"model_id": model_id, "key": key}).first()
+    return None if found is None else StoredAnswer(key, found[0], found[1])
+
+
+def _bound_values(table: Table, prefix: str) -> dict[str, BindParameter[Any]]:
+    return {c.name: bindparam(prefix + c.name, type_=c.type) for c in table.columns}
+
+
+@functools.cache
+def _insert_batch_with_deltas(segments: int) -> Insert:
+    """PostgreSQL: ``WITH b AS (INSERT INTO batch ...) INSERT INTO batch_delta ...``,
+    one delta row per segment (``d_segment_0``...), the other delta columns
+    bound once as ``d_<column>``, the batch's as ``b_<column>``."""
+    batch, delta = Batch.__table__, BatchDelta.__table__
+    assert isinstance(batch, Table) and isinstance(delta, Table)
+    new_batch = batch.insert().values(_bound_values(batch, "b_")).returning(batch.c.id).cte("b")
+    names = [bindparam(f"d_segment_{i}", type_=String) for i in range(segments)]
+    segment_rows = union_all(*(select(name.label("segment")) for name in names)).subquery("s")
+    values = _bound_values(delta, "d_")
+    values.update(segment=segment_rows.c.segment, batch_id=new_batch.c.id)
+    rows = select(*values.values()).select_from(new_batch).join(segment_rows, true())
+    return delta.insert().from_select(list(values), rows).add_cte(new_batch)
+
+
+def insert_batch(session: Session, batch: dict[str, Any], deltas: Sequence[dict[str, Any]]) -> None:
+    """Insert a batch row (columns of ``batch``) and its delta rows.
+
+    One statement on PostgreSQL (the batch row in a data-modifying CTE; the
+    deltas must then differ only by ``segment``), two on SQLite (the batch row
+    first: a reused idempotency key fails before the deltas are written). Core
+    statements, compiled once per process: no ORM unit of work.
+    """
+    connection = session.connection()
+    if connection.dialect.name != "postgresql":
+        connection.execute(Batch.__table__.insert(), batch)
+        connection.execute(BatchDelta.__table__.insert(), list(deltas))
+        return
+    params = {f"b_{name}": value for name, value in batch.items()}
+    params.update((f"d_{name}", value) for name, value in deltas[0].items())
+    for i, delta in enumerate(deltas):
+        params[f"d_segment_{i}"] = delta["segment"]
+    connection.execute(_insert_batch_with_deltas(len(deltas)), params)
 
 
 def lock_and_find_answer(

@@ -26,7 +26,6 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.db import queries
-from app.db.models import Batch
 from app.errors import InvalidInput
 from app.services.errors import IdempotencyKeyReused, RequestInFlight
 
@@ -91,7 +90,7 @@ IN_FLIGHT = InFlightRegistry()
 @contextmanager
 def in_flight_guard(
     session: Session, model_id: int, key: str | None
-) -> Iterator[queries.StoredAnswer | Batch | None]:
+) -> Iterator[queries.StoredAnswer | None]:
     """Hold (model, key) for the block, or raise :class:`RequestInFlight`.
 
     Yields the batch already stored with that key (for :func:`replay_response`),
@@ -116,10 +115,10 @@ def in_flight_guard(
         yield earlier
         return
     with IN_FLIGHT.hold(str(bind.engine.url), model_id, key):
-        yield queries.find_batch_by_idempotency_key(session, model_id, key)
+        yield queries.find_answer(session, model_id, key)
 
 
-def replay_response(batch: Batch | queries.StoredAnswer, body_hash: str) -> dict[str, Any]:
+def replay_response(batch: queries.StoredAnswer, body_hash: str) -> dict[str, Any]:
     """The stored response of ``batch`` if the body matches, else :class:`IdempotencyKeyReused`."""
     if batch.request_hash != body_hash:
         raise IdempotencyKeyReused(

@@ -31,13 +31,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db import queries
-from app.db.models import ALL_SEGMENTS, Batch, BatchDelta
+from app.db.models import ALL_SEGMENTS
 from app.db.session import write_transaction
 from app.services import idempotency
 from app.services.batch_parsing import ParsedBatch, parse_batch
@@ -47,10 +46,14 @@ from app.services.model_config import ModelConfig
 from app.services.windowing import isoformat_z
 
 _HASHER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="priorwatch-body-hash")
-"""Hashes request bodies beside the request's own work: hashlib releases the
-GIL on large inputs, so the hash of a 2 MB body (about 1.5 ms) runs on another
-core while this thread waits for the database and parses. (Parsing there too
-was measured slower: it holds the GIL; bench/bench_ingest.py.)"""
+"""Hashes large request bodies beside the request's own work: hashlib releases
+the GIL on large inputs, so the hash of a 2 MB body (about 1.5 ms) runs on
+another core while this thread waits for the database and parses. (Parsing
+there too was measured slower: it holds the GIL; bench/bench_ingest.py.)"""
+
+INLINE_HASH_BYTES = 64 * 1024
+"""Bodies up to this size are hashed in the request's thread: a small body
+hashes in microseconds, less than handing it to another thread costs."""
 
 
 @dataclass(frozen=True)
@@ -61,15 +64,36 @@ class IngestOutcome:
     replayed: bool
 
 
+def _hash_body(body: bytes) -> Future[str]:
+    if len(body) > INLINE_HASH_BYTES:
+        return _HASHER.submit(idempotency.request_hash, body)
+    done: Future[str] = Future()
+    done.set_result(idempotency.request_hash(body))
+    return done
+
+
 def _lookup_replay(
     session: Session, model_id: int, key: str | None, body_hash: Future[str]
 ) -> IngestOutcome | None:
     if key is None:
         return None
-    earlier = queries.find_batch_by_idempotency_key(session, model_id, key)
+    earlier = queries.find_answer(session, model_id, key)
     if earlier is None:
         return None
     return IngestOutcome(idempotency.replay_response(earlier, body_hash.result()), replayed=True)
+
+
+def _check_room(session: Session, model: ModelConfig, parsed: ParsedBatch) -> list[str]:
+    """Refuse a batch that would pass a count ceiling; the window's aggregate rows
+    still to be created (a plain read, before the write transaction)."""
+    totals = queries.example_totals(session, model.id, parsed.window_start, _segments(parsed))
+    added = parsed.n + parsed.n_unlabelled  # labelled and unlabelled rows share the ceilings
+    check_room(parsed.kind, added, totals.window_counts, totals.model_total)
+    return totals.missing
+
+
+def _segments(parsed: ParsedBatch) -> list[str]:
+    return [ALL_SEGMENTS] if parsed.segment is None else [ALL_SEGMENTS, parsed.segment]
 
 
 def _store(
@@ -79,6 +103,7 @@ def _store(
     key: str | None,
     body_hash: str,
     now: datetime,
+    missing: list[str],
 ) -> dict[str, Any]:
     batch_id = uuid.uuid4()
     response = {
@@ -86,37 +111,28 @@ def _store(
         "window_start": isoformat_z(parsed.window_start),
         "count": parsed.n + parsed.n_unlabelled,
     }
-    session.add(
-        Batch(
-            model_id=model.id,
-            id=batch_id,
-            idempotency_key=key,
-            request_hash=body_hash,
-            kind=parsed.kind,
-            event_at=parsed.event_at,
-            window_start=parsed.window_start,
-            segment=parsed.segment,
-            n=parsed.n,
-            positives=parsed.positives,
-            unlabelled=parsed.n_unlabelled,
-            response=response,
-            received_at=now,
-        )
-    )
-    segments = [ALL_SEGMENTS] if parsed.segment is None else [ALL_SEGMENTS, parsed.segment]
-    totals = queries.example_totals(session, model.id, parsed.window_start, segments)
-    added = parsed.n + parsed.n_unlabelled  # labelled and unlabelled rows share the ceilings
-    check_room(parsed.kind, added, totals.window_counts, totals.model_total)
-    if totals.missing:  # the window's first batch (or a concurrent one): create the rows
+    if missing:  # the window's first batch (or a concurrent one): create the rows
         queries.ensure_window_aggregates(
-            session, model.id, parsed.window_start, totals.missing, model.thresholds, now
+            session, model.id, parsed.window_start, missing, model.thresholds, now
         )
+    batch = {
+        "model_id": model.id,
+        "id": batch_id,
+        "idempotency_key": key,
+        "request_hash": body_hash,
+        "kind": parsed.kind,
+        "event_at": parsed.event_at,
+        "window_start": parsed.window_start,
+        "segment": parsed.segment,
+        "n": parsed.n,
+        "positives": parsed.positives,
+        "unlabelled": parsed.n_unlabelled,
+        "response": response,
+        "received_at": now,
+    }
     delta = Delta.from_batch(batch_id, parsed)
-    session.flush()  # the batch row first: a reused key fails here, before the deltas
-    session.execute(
-        insert(BatchDelta),
-        [delta.to_row(model.id, segment, parsed.window_start, now) for segment in segments],
-    )
+    rows = [delta.to_row(model.id, s, parsed.window_start, now) for s in _segments(parsed)]
+    queries.insert_batch(session, batch, rows)
     return response
 
 
@@ -141,15 +157,16 @@ def ingest_batch(
         The body is not acceptable; nothing is stored.
     """
     key = idempotency.check_idempotency_key(idempotency_key)
-    body_hash = _HASHER.submit(idempotency.request_hash, body)
+    body_hash = _hash_body(body)
     try:
         with idempotency.in_flight_guard(session, model.id, key) as earlier:
             if earlier is not None:
                 response = idempotency.replay_response(earlier, body_hash.result())
                 return IngestOutcome(response, replayed=True)
             parsed = parse_batch(body, model, settings, now)
+            missing = _check_room(session, model, parsed)
             with write_transaction(session):
-                response = _store(session, model, parsed, key, body_hash.result(), now)
+                response = _store(session, model, parsed, key, body_hash.result(), now, missing)
             return IngestOutcome(response, replayed=False)
     except IntegrityError:
         # Another process stored the same key between our lookup and our write
