@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
+import psycopg
 from sqlalchemy import (
     BigInteger,
-    BindParameter,
+    ClauseElement,
+    ColumnElement,
     CompoundSelect,
     Float,
     Insert,
@@ -24,13 +27,16 @@ from sqlalchemy import (
     bindparam,
     cast,
     func,
+    insert,
     literal,
     select,
     true,
     union_all,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, WindowAggregate
 from app.db.types import UTCDateTime
@@ -77,8 +83,29 @@ class ExampleTotals:
     missing: list[str]
 
 
+@dataclass(frozen=True)
+class WindowKey:
+    """The aggregates a batch counts in: its window's all-traffic one, and its
+    segment's if it names one."""
+
+    window_start: datetime
+    segment: str | None
+
+    @property
+    def segments(self) -> list[str]:
+        return [ALL_SEGMENTS] if self.segment is None else [ALL_SEGMENTS, self.segment]
+
+    def params(self, model_id: int) -> dict[str, Any]:
+        """The values of :func:`example_totals`'s statement."""
+        return {
+            "model_id": model_id,
+            "window_start": self.window_start,
+            "segment": ALL_SEGMENTS if self.segment is None else self.segment,
+        }
+
+
 @functools.cache
-def _example_totals_statement() -> CompoundSelect:
+def _example_totals_statement() -> CompoundSelect[Any]:
     """The statement of :func:`example_totals`, built once (its values are bound)."""
     parts = []
     tables: tuple[type[WindowAggregate] | type[BatchDelta], ...] = (WindowAggregate, BatchDelta)
@@ -94,7 +121,7 @@ def _example_totals_statement() -> CompoundSelect:
             .where(
                 table.model_id == model_id,
                 table.window_start == bindparam("window_start", type_=UTCDateTime()),
-                table.segment.in_(bindparam("segments", expanding=True)),
+                table.segment.in_([literal(ALL_SEGMENTS), bindparam("segment", type_=String)]),
             )
             .group_by(table.segment)
         )
@@ -109,9 +136,7 @@ def _example_totals_statement() -> CompoundSelect:
     return union_all(*parts)
 
 
-def example_totals(
-    session: Session, model_id: int, window_start: datetime, segments: Sequence[str]
-) -> ExampleTotals:
+def example_totals(session: Session, model_id: int, window: WindowKey) -> ExampleTotals:
     """Examples in the window's aggregates and in the whole model, unfolded deltas included.
 
     One statement, a plain read (no lock): a batch committed meanwhile is not
@@ -121,13 +146,14 @@ def example_totals(
     The ``kind`` column tells the aggregates' rows (0) from the deltas' (1),
     so that the caller knows which aggregate rows must still be created.
     """
+    rows = session.connection().execute(_example_totals_statement(), window.params(model_id))
+    return _example_totals_of(rows, window.segments)
+
+
+def _example_totals_of(rows: Iterable[Any], segments: Sequence[str]) -> ExampleTotals:
     counts: dict[str, int] = dict.fromkeys(segments, 0)
     existing: set[str] = set()
     model_total = 0.0
-    rows = session.connection().execute(
-        _example_totals_statement(),
-        {"model_id": model_id, "window_start": window_start, "segments": list(segments)},
-    )
     for kind, segment, n, total in rows:
         if segment is None:
             model_total += float(total or 0.0)
@@ -234,7 +260,7 @@ def find_answer(session: Session, model_id: int, key: str) -> StoredAnswer | Non
     return None if found is None else StoredAnswer(key, found[0], found[1])
 
 
-def _bound_values(table: Table, prefix: str) -> dict[str, BindParameter[Any]]:
+def _bound_values(table: Table, prefix: str) -> dict[str, ColumnElement[Any]]:
     return {c.name: bindparam(prefix + c.name, type_=c.type) for c in table.columns}
 
 
@@ -245,53 +271,72 @@ def _insert_batch_with_deltas(segments: int) -> Insert:
     bound once as ``d_<column>``, the batch's as ``b_<column>``."""
     batch, delta = Batch.__table__, BatchDelta.__table__
     assert isinstance(batch, Table) and isinstance(delta, Table)
-    new_batch = batch.insert().values(_bound_values(batch, "b_")).returning(batch.c.id).cte("b")
+    new_batch = insert(batch).values(_bound_values(batch, "b_")).returning(batch.c.id).cte("b")
     names = [bindparam(f"d_segment_{i}", type_=String) for i in range(segments)]
     segment_rows = union_all(*(select(name.label("segment")) for name in names)).subquery("s")
     values = _bound_values(delta, "d_")
     values.update(segment=segment_rows.c.segment, batch_id=new_batch.c.id)
     rows = select(*values.values()).select_from(new_batch).join(segment_rows, true())
-    return delta.insert().from_select(list(values), rows).add_cte(new_batch)
+    return insert(delta).from_select(list(values), rows).add_cte(new_batch)
 
 
-def insert_batch(session: Session, batch: dict[str, Any], deltas: Sequence[dict[str, Any]]) -> None:
-    """Insert a batch row (columns of ``batch``) and its delta rows.
+def insert_batch(
+    session: Session, batch: dict[str, Any], delta: dict[str, Any], segments: Sequence[str]
+) -> None:
+    """Insert a batch row (columns of ``batch``) and its delta row in each of ``segments``
+    (columns of ``delta`` but ``segment``).
 
-    One statement on PostgreSQL (the batch row in a data-modifying CTE; the
-    deltas must then differ only by ``segment``), two on SQLite (the batch row
-    first: a reused idempotency key fails before the deltas are written). Core
-    statements, compiled once per process: no ORM unit of work.
+    One statement on PostgreSQL (the batch row in a data-modifying CTE), two
+    on SQLite (the batch row first: a reused idempotency key fails before the
+    deltas are written). Core statements, compiled once per process: no ORM
+    unit of work.
     """
     connection = session.connection()
     if connection.dialect.name != "postgresql":
-        connection.execute(Batch.__table__.insert(), batch)
-        connection.execute(BatchDelta.__table__.insert(), list(deltas))
+        connection.execute(insert(Batch), batch)
+        connection.execute(insert(BatchDelta), [{**delta, "segment": s} for s in segments])
         return
     params = {f"b_{name}": value for name, value in batch.items()}
-    params.update((f"d_{name}", value) for name, value in deltas[0].items())
-    for i, delta in enumerate(deltas):
-        params[f"d_segment_{i}"] = delta["segment"]
-    connection.execute(_insert_batch_with_deltas(len(deltas)), params)
+    params.update((f"d_{name}", value) for name, value in delta.items())
+    params.update((f"d_segment_{i}", segment) for i, segment in enumerate(segments))
+    connection.execute(_insert_batch_with_deltas(len(segments)), params)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What :func:`lock_and_find_answer` read.
+
+    Attributes
+    ----------
+    locked : whether the advisory lock was taken (if not, ignore the rest).
+    answer : the stored answer of (model, key), or None.
+    totals : the window's :func:`example_totals` if asked for, else None.
+    """
+
+    locked: bool
+    answer: StoredAnswer | None
+    totals: ExampleTotals | None
 
 
 def lock_and_find_answer(
-    session: Session, lock_id: int, model_id: int, key: str
-) -> tuple[bool, StoredAnswer | None]:
-    """PostgreSQL: take the advisory lock ``lock_id`` if free, then look ``key`` up.
+    session: Session, lock_id: int, model_id: int, key: str, window: WindowKey | None = None
+) -> Admission:
+    """PostgreSQL: take the advisory lock ``lock_id`` if free, then look ``key`` up, then
+    (given ``window``) read the window's :func:`example_totals`.
 
-    Two statements in one round trip (psycopg pipeline mode) of the session's
+    The statements go in one round trip (psycopg pipeline mode) of the session's
     transaction. The server runs them in order, each with its own snapshot, so
     the lookup sees every batch committed before the lock was taken, exactly
-    as two round trips would. The lock lives until the transaction ends.
-
-    Returns
-    -------
-    locked : whether the lock was taken (if not, ignore the answer).
-    answer : the stored answer of (model, key), or None.
+    as separate round trips would. The lock lives until the transaction ends.
+    A psycopg error is raised as SQLAlchemy raises it (a ``DBAPIError``).
     """
     driver = session.connection().connection.driver_connection
     assert driver is not None
-    with driver.cursor() as lock_cursor, driver.cursor() as find_cursor:
+    totals_sql = None if window is None else _driver_sql(_example_totals_statement(), session)
+    with _as_dbapi_error(), ExitStack() as cursors:
+        lock_cursor, find_cursor, totals_cursor = (
+            cursors.enter_context(driver.cursor()) for _ in range(3)
+        )
         with driver.pipeline():
             lock_cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", (lock_id,))
             find_cursor.execute(
@@ -299,10 +344,61 @@ def lock_and_find_answer(
                 " WHERE model_id = %s AND idempotency_key = %s",
                 (model_id, key),
             )
+            if totals_sql is not None and window is not None:
+                totals_cursor.execute(totals_sql.sql, totals_sql.params(window.params(model_id)))
         lock_row = lock_cursor.fetchone()
         found = find_cursor.fetchone()
+        totals = None
+        if window is not None:
+            totals = _example_totals_of(totals_cursor.fetchall(), window.segments)
     locked = bool(lock_row is not None and lock_row[0])
-    if found is None:
-        return locked, None
-    response = found[1] if isinstance(found[1], dict) else orjson.loads(found[1])
-    return locked, StoredAnswer(key, str(found[0]), response)
+    answer = None
+    if found is not None:
+        response = found[1] if isinstance(found[1], dict) else orjson.loads(found[1])
+        answer = StoredAnswer(key, str(found[0]), response)
+    return Admission(locked, answer, totals)
+
+
+@dataclass(frozen=True)
+class _DriverSql:
+    """A Core statement compiled for the driver: its SQL text and how to bind values."""
+
+    sql: str
+    compiled: SQLCompiler
+    processors: Mapping[str, Callable[[Any], Any]]
+
+    def params(self, values: dict[str, Any]) -> dict[str, Any]:
+        bound = self.compiled.construct_params(values)
+        return {
+            name: processor(value) if (processor := self.processors.get(name)) else value
+            for name, value in bound.items()
+        }
+
+
+_DRIVER_SQL: dict[tuple[int, str], _DriverSql] = {}
+
+
+def _driver_sql(statement: ClauseElement, session: Session) -> _DriverSql:
+    """``statement`` compiled once per dialect, for a driver cursor (named parameters)."""
+    dialect = session.get_bind().dialect
+    cache_key = (id(statement), dialect.name)
+    if cache_key not in _DRIVER_SQL:
+        compiled = statement.compile(dialect=dialect)
+        assert isinstance(compiled, SQLCompiler)
+        processors = {}
+        for name, bind in compiled.binds.items():
+            processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if processor is not None:
+                processors[name] = processor
+        _DRIVER_SQL[cache_key] = _DriverSql(compiled.string, compiled, processors)
+    return _DRIVER_SQL[cache_key]
+
+
+@contextmanager
+def _as_dbapi_error() -> Iterator[None]:
+    """Raise a driver error met outside SQLAlchemy as SQLAlchemy would (``IntegrityError``,
+    ``OperationalError``...: what the API's error handlers know)."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(None, None, exc, psycopg.Error) from exc

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -89,33 +89,35 @@ IN_FLIGHT = InFlightRegistry()
 
 @contextmanager
 def in_flight_guard(
-    session: Session, model_id: int, key: str | None
-) -> Iterator[queries.StoredAnswer | None]:
+    session: Session, model_id: int, key: str | None, window: queries.WindowKey | None = None
+) -> Iterator[tuple[queries.StoredAnswer | None, queries.ExampleTotals | None]]:
     """Hold (model, key) for the block, or raise :class:`RequestInFlight`.
 
     Yields the batch already stored with that key (for :func:`replay_response`),
-    or None (no key, or a new one), looked up once the key is held.
+    or None (no key, or a new one), looked up once the key is held; and given
+    ``window``, that window's :func:`~app.db.queries.example_totals` (else None).
 
     On PostgreSQL this starts the session's transaction and takes the advisory
-    lock in it, in the same round trip as the lookup; the lock is released
-    when that transaction commits or rolls back, so the caller must write the
-    batch in the same transaction.
+    lock in it, in the same round trip as the lookup and the totals; the lock
+    is released when that transaction commits or rolls back, so the caller
+    must write the batch in the same transaction.
     """
-    if key is None:
-        yield None
-        return
     bind = session.get_bind()
-    if bind.dialect.name == "postgresql":
-        locked, earlier = queries.lock_and_find_answer(
-            session, advisory_lock_id(model_id, key), model_id, key
+    if key is not None and bind.dialect.name == "postgresql":
+        admission = queries.lock_and_find_answer(
+            session, advisory_lock_id(model_id, key), model_id, key, window
         )
-        if not locked:
+        if not admission.locked:
             session.rollback()
             raise RequestInFlight(f"a request with {HEADER} {key!r} is still being processed")
-        yield earlier
+        yield admission.answer, admission.totals
         return
-    with IN_FLIGHT.hold(str(bind.engine.url), model_id, key):
-        yield queries.find_answer(session, model_id, key)
+    with IN_FLIGHT.hold(str(bind.engine.url), model_id, key) if key is not None else nullcontext():
+        earlier = None if key is None else queries.find_answer(session, model_id, key)
+        totals = None
+        if window is not None and earlier is None:
+            totals = queries.example_totals(session, model_id, window)
+        yield earlier, totals
 
 
 def replay_response(batch: queries.StoredAnswer, body_hash: str) -> dict[str, Any]:

@@ -38,10 +38,12 @@ from app.config import Settings
 from app.db import queries
 from app.db.models import ALL_SEGMENTS
 from app.db.session import write_transaction
+from app.errors import InvalidInput
 from app.services import idempotency
 from app.services.batch_parsing import ParsedBatch, parse_batch
 from app.services.count_limits import check_room
 from app.services.deltas import Delta
+from app.services.errors import MalformedBody
 from app.services.model_config import ModelConfig
 from app.services.windowing import isoformat_z
 
@@ -72,28 +74,42 @@ def _hash_body(body: bytes) -> Future[str]:
     return done
 
 
-def _lookup_replay(
-    session: Session, model_id: int, key: str | None, body_hash: Future[str]
-) -> IngestOutcome | None:
-    if key is None:
-        return None
-    earlier = queries.find_answer(session, model_id, key)
-    if earlier is None:
-        return None
+def _replay(earlier: queries.StoredAnswer, body_hash: Future[str]) -> IngestOutcome:
     return IngestOutcome(idempotency.replay_response(earlier, body_hash.result()), replayed=True)
 
 
-def _check_room(session: Session, model: ModelConfig, parsed: ParsedBatch) -> list[str]:
-    """Refuse a batch that would pass a count ceiling; the window's aggregate rows
-    still to be created (a plain read, before the write transaction)."""
-    totals = queries.example_totals(session, model.id, parsed.window_start, _segments(parsed))
+def _lookup_replay(
+    session: Session, model_id: int, key: str | None, body_hash: Future[str]
+) -> IngestOutcome | None:
+    earlier = None if key is None else queries.find_answer(session, model_id, key)
+    return None if earlier is None else _replay(earlier, body_hash)
+
+
+def _check_room(parsed: ParsedBatch, totals: queries.ExampleTotals) -> None:
+    """Refuse a batch that would pass a count ceiling."""
     added = parsed.n + parsed.n_unlabelled  # labelled and unlabelled rows share the ceilings
     check_room(parsed.kind, added, totals.window_counts, totals.model_total)
-    return totals.missing
 
 
-def _segments(parsed: ParsedBatch) -> list[str]:
-    return [ALL_SEGMENTS] if parsed.segment is None else [ALL_SEGMENTS, parsed.segment]
+def _parse_or_replay(
+    session: Session,
+    model: ModelConfig,
+    body: bytes,
+    key: str | None,
+    body_hash: Future[str],
+    settings: Settings,
+    now: datetime,
+) -> ParsedBatch | IngestOutcome:
+    """The parsed body; if it is refused, the key decides first, as if it had been
+    looked up before parsing: 409 while held, else its replay (or 422 for another
+    body), else the body's own error."""
+    try:
+        return parse_batch(body, model, settings, now)
+    except (InvalidInput, MalformedBody):
+        with idempotency.in_flight_guard(session, model.id, key) as (earlier, _):
+            if earlier is not None:
+                return _replay(earlier, body_hash)
+        raise
 
 
 def _store(
@@ -103,6 +119,7 @@ def _store(
     key: str | None,
     body_hash: str,
     now: datetime,
+    window: queries.WindowKey,
     missing: list[str],
 ) -> dict[str, Any]:
     batch_id = uuid.uuid4()
@@ -131,8 +148,8 @@ def _store(
         "received_at": now,
     }
     delta = Delta.from_batch(batch_id, parsed)
-    rows = [delta.to_row(model.id, s, parsed.window_start, now) for s in _segments(parsed)]
-    queries.insert_batch(session, batch, rows)
+    row = delta.to_row(model.id, ALL_SEGMENTS, parsed.window_start, now)
+    queries.insert_batch(session, batch, row, window.segments)
     return response
 
 
@@ -159,14 +176,19 @@ def ingest_batch(
     key = idempotency.check_idempotency_key(idempotency_key)
     body_hash = _hash_body(body)
     try:
-        with idempotency.in_flight_guard(session, model.id, key) as earlier:
+        parsed = _parse_or_replay(session, model, body, key, body_hash, settings, now)
+        if isinstance(parsed, IngestOutcome):
+            return parsed
+        window = queries.WindowKey(parsed.window_start, parsed.segment)
+        with idempotency.in_flight_guard(session, model.id, key, window) as (earlier, totals):
             if earlier is not None:
-                response = idempotency.replay_response(earlier, body_hash.result())
-                return IngestOutcome(response, replayed=True)
-            parsed = parse_batch(body, model, settings, now)
-            missing = _check_room(session, model, parsed)
+                return _replay(earlier, body_hash)
+            assert totals is not None
+            _check_room(parsed, totals)
             with write_transaction(session):
-                response = _store(session, model, parsed, key, body_hash.result(), now, missing)
+                response = _store(
+                    session, model, parsed, key, body_hash.result(), now, window, totals.missing
+                )
             return IngestOutcome(response, replayed=False)
     except IntegrityError:
         # Another process stored the same key between our lookup and our write
