@@ -1,0 +1,161 @@
+"""Admission of a batch (the key, the replay, the count ceilings) on both backends.
+
+The body is parsed before the key is looked up, and on PostgreSQL the lookup and
+the count-ceiling read share the advisory lock's round trip: the answers must
+be those of the documented order (key first, then the body, then the ceilings).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+import sqlalchemy as sa
+from _worker_support import (
+    TEST_N_BINS,
+    fold_pending,
+    post_batch,
+    register_model,
+    session_factory_for,
+    utcnow,
+)
+from sqlalchemy.orm import Session, sessionmaker
+from test_api_batches import _hold_key
+
+from app.config import Settings
+from app.db import queries
+from app.db.models import ALL_SEGMENTS, Batch, BatchDelta, WindowAggregate
+from app.services import idempotency
+from app.services.count_limits import MAX_WINDOW_COUNT
+from app.services.errors import IdempotencyKeyReused
+from app.services.ingestion import INLINE_HASH_BYTES, _hash_body, ingest_batch
+from app.services.windowing import window_start
+
+
+def _stored(engine: sa.Engine) -> tuple[int, int]:
+    with engine.connect() as c:
+        batches = c.scalar(sa.select(sa.func.count()).select_from(Batch))
+        deltas = c.scalar(sa.select(sa.func.count()).select_from(BatchDelta))
+    return int(batches or 0), int(deltas or 0)
+
+
+def _cm(tp: int, *, at: datetime | None = None) -> dict[str, Any]:
+    moment = at or datetime.now(UTC)
+    return {
+        "timestamp": moment.isoformat(),
+        "confusion_matrix": {"tp": tp, "fp": 0, "fn": 0, "tn": 0},
+    }
+
+
+def test_the_totals_read_with_the_key_are_the_plain_read(
+    factory: sessionmaker[Session], settings: Settings, database_url: str
+) -> None:
+    model = register_model(factory, segments=["eu", "us"])
+    rng = np.random.default_rng(11)
+    now = utcnow()
+    start = window_start(now, model.window)
+    post_batch(factory, model, settings, at=now, rng=rng, n=50, segment="eu")
+    post_batch(factory, model, settings, at=start - timedelta(seconds=1), rng=rng, n=20)
+    fold_pending(database_url)  # aggregates, then unfolded deltas on top
+    post_batch(factory, model, settings, at=now, rng=rng, n=30, segment="eu")
+    post_batch(factory, model, settings, at=now, rng=rng, n=7)
+    windows = [
+        queries.WindowKey(start, "eu"),  # both aggregates exist, deltas unfolded
+        queries.WindowKey(start, "us"),  # the segment's aggregate is missing
+        queries.WindowKey(start, None),
+        queries.WindowKey(start + timedelta(days=30), "eu"),  # nothing there yet
+    ]
+    for window in windows:
+        with factory() as session:
+            plain = queries.example_totals(session, model.id, window)
+        with factory() as session:
+            key = uuid.uuid4().hex
+            with idempotency.in_flight_guard(session, model.id, key, window) as (earlier, totals):
+                assert earlier is None
+                assert totals == plain
+    with factory() as session:
+        eu = queries.example_totals(session, model.id, windows[0])
+        us = queries.example_totals(session, model.id, windows[1])
+        later = queries.example_totals(session, model.id, windows[3])
+    assert eu.window_counts == [87, 80] and eu.missing == []
+    assert eu.model_total == 107.0
+    assert us.window_counts == [87, 0] and us.missing == ["us"]
+    assert later.window_counts == [0, 0] and later.missing == [ALL_SEGMENTS, "eu"]
+
+
+def test_a_refused_body_lets_the_key_decide_first(
+    api: Any, database_url: str, db_engine: sa.Engine
+) -> None:
+    api.create_model("fraud", n_bins=TEST_N_BINS)
+    token = api.create_key("fraud", ("ingest",))
+    assert api.post_batch("fraud", token, _cm(3), key="k-used").status_code == 202
+    bad = {"timestamp": datetime.now(UTC).isoformat(), "scores": [2.0], "labels": [1]}
+    r = api.post_batch("fraud", token, bad, key="k-used")
+    assert r.status_code == 422 and r.json()["type"].endswith("idempotency-key-reused"), r.text
+    with Session(db_engine) as s:
+        model_id = s.scalar(sa.text("SELECT id FROM model WHERE name = 'fraud'"))
+    with _hold_key(database_url, model_id, "k-busy"):
+        r = api.post_batch("fraud", token, bad, key="k-busy")
+        assert r.status_code == 409 and r.json()["type"].endswith("request-in-flight"), r.text
+    r = api.post_batch("fraud", token, bad, key="k-busy")
+    assert r.status_code == 422 and r.json()["type"].endswith("invalid-input"), r.text
+    assert r.json()["errors"][0]["field"] == "scores"
+    assert _stored(db_engine) == (1, 1)
+
+
+def test_a_replay_is_answered_after_its_window_left_the_backfill_range(
+    factory: sessionmaker[Session], settings: Settings, db_engine: sa.Engine
+) -> None:
+    model = register_model(factory)
+    sent = utcnow()
+    body = orjson.dumps(_cm(5, at=sent))
+    with factory() as session:
+        first = ingest_batch(session, model, body, idempotency_key="k", settings=settings, now=sent)
+    much_later = sent + settings.backfill_max_age + timedelta(days=1)
+    with factory() as session:  # the body itself is now refused: the key answers first
+        again = ingest_batch(
+            session, model, body, idempotency_key="k", settings=settings, now=much_later
+        )
+    assert again.replayed and again.response == first.response
+    other = orjson.dumps(_cm(6, at=sent))
+    with factory() as session, pytest.raises(IdempotencyKeyReused):
+        ingest_batch(session, model, other, idempotency_key="k", settings=settings, now=much_later)
+    assert _stored(db_engine) == (1, 1)
+
+
+def test_a_ceiling_read_with_a_key_refuses_and_frees_the_key(
+    api: Any, db_engine: sa.Engine, database_url: str
+) -> None:
+    api.create_model("fraud", n_bins=TEST_N_BINS, segments=["eu"])
+    token = api.create_key("fraud", ("ingest",))
+    assert api.post_batch("fraud", token, {**_cm(1), "segment": "eu"}, key="a").status_code == 202
+    fold_pending(database_url)
+    with db_engine.begin() as c:  # the segment's window 10 short of the ceiling
+        c.execute(
+            sa.update(WindowAggregate)
+            .where(WindowAggregate.segment == "eu")
+            .values(n=MAX_WINDOW_COUNT - 10, positives=MAX_WINDOW_COUNT - 10)
+        )
+    r = api.post_batch("fraud", token, {**_cm(11), "segment": "eu"}, key="b")
+    assert r.status_code == 422 and "(10 left)" in r.json()["errors"][0]["reason"], r.text
+    assert _stored(db_engine) == (1, 0)  # the first batch's row; its deltas folded
+    assert api.post_batch("fraud", token, {**_cm(10), "segment": "eu"}, key="b").status_code == 202
+    assert _stored(db_engine) == (2, 2)  # one delta per aggregate
+
+
+@pytest.mark.postgres
+def test_a_driver_error_in_the_pipeline_is_raised_as_sqlalchemy_does(pg_url: str) -> None:
+    with session_factory_for(pg_url) as factory:
+        model = register_model(factory)
+        window = queries.WindowKey(utcnow(), None)
+        with factory() as session, pytest.raises(sa.exc.DataError):  # NUL: psycopg refuses it
+            queries.lock_and_find_answer(session, 1, model.id, "nul\x00key", window)
+
+
+def test_bodies_are_hashed_inline_or_beside() -> None:
+    for body in (b"x" * INLINE_HASH_BYTES, b"x" * (INLINE_HASH_BYTES + 1)):
+        assert _hash_body(body).result() == idempotency.request_hash(body)
