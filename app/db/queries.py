@@ -15,7 +15,6 @@ import orjson
 import psycopg
 from sqlalchemy import (
     BigInteger,
-    ClauseElement,
     ColumnElement,
     CompoundSelect,
     Float,
@@ -36,6 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import ClauseElement, Select
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, WindowAggregate
@@ -303,60 +303,109 @@ def insert_batch(
 
 
 @dataclass(frozen=True)
+class CachedCredential:
+    """What a request's authorisation took from the process's cache, to be checked
+    again by :func:`read_admission`: the model's settings as last updated at
+    ``model_updated_at``, and the model key whose token hashes to ``token_hash``
+    (None for the admin token, which is not stored)."""
+
+    model_updated_at: datetime | None
+    token_hash: str | None
+
+
+@dataclass(frozen=True)
 class Admission:
-    """What :func:`lock_and_find_answer` read.
+    """What :func:`read_admission` read.
 
     Attributes
     ----------
-    locked : whether the advisory lock was taken (if not, ignore the rest).
+    locked : whether the advisory lock was taken (True when none was asked for).
     answer : the stored answer of (model, key), or None.
     totals : the window's :func:`example_totals` if asked for, else None.
+    credential_holds : whether the cached credential still holds (the model's
+        settings unchanged, the key not revoked); True when none was given.
     """
 
     locked: bool
     answer: StoredAnswer | None
     totals: ExampleTotals | None
+    credential_holds: bool
 
 
-def lock_and_find_answer(
-    session: Session, lock_id: int, model_id: int, key: str, window: WindowKey | None = None
+_Read = Select[Any] | CompoundSelect[Any]
+_TRY_LOCK = select(func.pg_try_advisory_xact_lock(bindparam("lock_id", type_=BigInteger)))
+_CREDENTIAL_STATE = select(
+    select(Model.updated_at).where(Model.id == bindparam("model_id")).scalar_subquery(),
+    select(func.count())
+    .select_from(ApiKey)
+    .where(
+        ApiKey.model_id == bindparam("model_id"),
+        ApiKey.token_hash == bindparam("token_hash"),
+        ApiKey.revoked_at.is_(None),
+    )
+    .scalar_subquery(),
+)
+
+
+def read_admission(
+    session: Session,
+    model_id: int,
+    *,
+    lock_id: int | None = None,
+    key: str | None = None,
+    window: WindowKey | None = None,
+    credential: CachedCredential | None = None,
 ) -> Admission:
-    """PostgreSQL: take the advisory lock ``lock_id`` if free, then look ``key`` up, then
-    (given ``window``) read the window's :func:`example_totals`.
+    """Everything a batch's admission reads, in the session's transaction: try the
+    advisory lock ``lock_id`` (PostgreSQL), look ``key`` up, read the window's
+    :func:`example_totals`, check ``credential`` (each if given).
 
-    The statements go in one round trip (psycopg pipeline mode) of the session's
-    transaction. The server runs them in order, each with its own snapshot, so
-    the lookup sees every batch committed before the lock was taken, exactly
-    as separate round trips would. The lock lives until the transaction ends.
-    A psycopg error is raised as SQLAlchemy raises it (a ``DBAPIError``).
+    On PostgreSQL the statements go in one round trip (psycopg pipeline mode).
+    The server runs them in order, each with its own snapshot, so the lookup
+    sees every batch committed before the lock was taken, exactly as separate
+    round trips would. The lock lives until the transaction ends.
     """
-    driver = session.connection().connection.driver_connection
-    assert driver is not None
-    totals_sql = None if window is None else _driver_sql(_example_totals_statement(), session)
-    with _as_dbapi_error(), ExitStack() as cursors:
-        lock_cursor, find_cursor, totals_cursor = (
-            cursors.enter_context(driver.cursor()) for _ in range(3)
-        )
-        with driver.pipeline():
-            lock_cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", (lock_id,))
-            find_cursor.execute(
-                "SELECT request_hash, response FROM batch"
-                " WHERE model_id = %s AND idempotency_key = %s",
-                (model_id, key),
-            )
-            if totals_sql is not None and window is not None:
-                totals_cursor.execute(totals_sql.sql, totals_sql.params(window.params(model_id)))
-        lock_row = lock_cursor.fetchone()
-        found = find_cursor.fetchone()
-        totals = None
-        if window is not None:
-            totals = _example_totals_of(totals_cursor.fetchall(), window.segments)
-    locked = bool(lock_row is not None and lock_row[0])
+    reads: list[tuple[_Read, dict[str, Any]]] = []
+    if lock_id is not None:
+        reads.append((_TRY_LOCK, {"lock_id": lock_id}))
+    if key is not None:
+        reads.append((_FIND_ANSWER, {"model_id": model_id, "key": key}))
+    if window is not None:
+        reads.append((_example_totals_statement(), window.params(model_id)))
+    if credential is not None:
+        token_hash = credential.token_hash
+        reads.append((_CREDENTIAL_STATE, {"model_id": model_id, "token_hash": token_hash}))
+    results = iter(_read_all(session, reads))
+    locked = True if lock_id is None else bool(next(results)[0][0])
+    found = None if key is None else next(iter(next(results)), None)
     answer = None
-    if found is not None:
+    if key is not None and found is not None:
         response = found[1] if isinstance(found[1], dict) else orjson.loads(found[1])
         answer = StoredAnswer(key, str(found[0]), response)
-    return Admission(locked, answer, totals)
+    totals = None if window is None else _example_totals_of(next(results), window.segments)
+    holds = True
+    if credential is not None:
+        updated_at, active_keys = next(results)[0]
+        holds = updated_at is not None and updated_at == credential.model_updated_at
+        holds = holds and (credential.token_hash is None or active_keys > 0)
+    return Admission(locked, answer, totals, holds)
+
+
+def _read_all(session: Session, reads: Sequence[tuple[_Read, dict[str, Any]]]) -> list[list[Any]]:
+    """The rows of each read: on PostgreSQL in one round trip (a driver pipeline;
+    a driver error is raised as SQLAlchemy raises it), elsewhere one by one."""
+    connection = session.connection()
+    if connection.dialect.name != "postgresql":
+        return [list(connection.execute(statement, params)) for statement, params in reads]
+    driver = connection.connection.driver_connection
+    assert driver is not None
+    with _as_dbapi_error(), ExitStack() as stack:
+        cursors = [stack.enter_context(driver.cursor()) for _ in reads]
+        with driver.pipeline():
+            for cursor, (statement, params) in zip(cursors, reads, strict=True):
+                compiled = _driver_sql(statement, session)
+                cursor.execute(compiled.sql, compiled.params(params))
+        return [cursor.fetchall() for cursor in cursors]
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from app.db import queries
 from app.errors import InvalidInput
-from app.services.errors import IdempotencyKeyReused, RequestInFlight
+from app.services.errors import IdempotencyKeyReused, RequestInFlight, StaleCredential
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
@@ -89,35 +89,48 @@ IN_FLIGHT = InFlightRegistry()
 
 @contextmanager
 def in_flight_guard(
-    session: Session, model_id: int, key: str | None, window: queries.WindowKey | None = None
-) -> Iterator[tuple[queries.StoredAnswer | None, queries.ExampleTotals | None]]:
+    session: Session,
+    model_id: int,
+    key: str | None,
+    window: queries.WindowKey | None = None,
+    credential: queries.CachedCredential | None = None,
+) -> Iterator[queries.Admission]:
     """Hold (model, key) for the block, or raise :class:`RequestInFlight`.
 
-    Yields the batch already stored with that key (for :func:`replay_response`),
-    or None (no key, or a new one), looked up once the key is held; and given
-    ``window``, that window's :func:`~app.db.queries.example_totals` (else None).
+    Yields the admission read (:func:`app.db.queries.read_admission`): the
+    batch already stored with that key (for :func:`replay_response`), looked
+    up once the key is held; given ``window``, that window's totals; given
+    ``credential``, whether it still holds (:class:`StaleCredential` if not,
+    before any answer about the key).
 
     On PostgreSQL this starts the session's transaction and takes the advisory
-    lock in it, in the same round trip as the lookup and the totals; the lock
-    is released when that transaction commits or rolls back, so the caller
-    must write the batch in the same transaction.
+    lock in it, in the same round trip as the reads; the lock is released when
+    that transaction commits or rolls back, so the caller must write the batch
+    in the same transaction.
     """
     bind = session.get_bind()
-    if key is not None and bind.dialect.name == "postgresql":
-        admission = queries.lock_and_find_answer(
-            session, advisory_lock_id(model_id, key), model_id, key, window
+    if bind.dialect.name == "postgresql":
+        lock_id = None if key is None else advisory_lock_id(model_id, key)
+        admission = queries.read_admission(
+            session, model_id, lock_id=lock_id, key=key, window=window, credential=credential
         )
+        _check_credential(admission)
         if not admission.locked:
             session.rollback()
             raise RequestInFlight(f"a request with {HEADER} {key!r} is still being processed")
-        yield admission.answer, admission.totals
+        yield admission
         return
     with IN_FLIGHT.hold(str(bind.engine.url), model_id, key) if key is not None else nullcontext():
-        earlier = None if key is None else queries.find_answer(session, model_id, key)
-        totals = None
-        if window is not None and earlier is None:
-            totals = queries.example_totals(session, model_id, window)
-        yield earlier, totals
+        admission = queries.read_admission(
+            session, model_id, key=key, window=window, credential=credential
+        )
+        _check_credential(admission)
+        yield admission
+
+
+def _check_credential(admission: queries.Admission) -> None:
+    if not admission.credential_holds:
+        raise StaleCredential("the cached model settings or API key changed")
 
 
 def replay_response(batch: queries.StoredAnswer, body_hash: str) -> dict[str, Any]:

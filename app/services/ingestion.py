@@ -99,6 +99,7 @@ def _parse_or_replay(
     body_hash: Future[str],
     settings: Settings,
     now: datetime,
+    credential: queries.CachedCredential | None,
 ) -> ParsedBatch | IngestOutcome:
     """The parsed body; if it is refused, the key decides first, as if it had been
     looked up before parsing: 409 while held, else its replay (or 422 for another
@@ -106,9 +107,9 @@ def _parse_or_replay(
     try:
         return parse_batch(body, model, settings, now)
     except (InvalidInput, MalformedBody):
-        with idempotency.in_flight_guard(session, model.id, key) as (earlier, _):
-            if earlier is not None:
-                return _replay(earlier, body_hash)
+        with idempotency.in_flight_guard(session, model.id, key, credential=credential) as read:
+            if read.answer is not None:
+                return _replay(read.answer, body_hash)
         raise
 
 
@@ -161,11 +162,17 @@ def ingest_batch(
     idempotency_key: str | None,
     settings: Settings,
     now: datetime,
+    credential: queries.CachedCredential | None = None,
 ) -> IngestOutcome:
     """Validate and store one batch for ``model``, or replay an earlier answer.
 
+    ``credential``: what the caller's authorisation took from a cache (``model``
+    among it), checked again in the same round trip as the key.
+
     Raises
     ------
+    StaleCredential
+        ``credential`` no longer holds; nothing was answered or stored.
     RequestInFlight
         Another request with this key is being processed.
     IdempotencyKeyReused
@@ -176,13 +183,14 @@ def ingest_batch(
     key = idempotency.check_idempotency_key(idempotency_key)
     body_hash = _hash_body(body)
     try:
-        parsed = _parse_or_replay(session, model, body, key, body_hash, settings, now)
+        parsed = _parse_or_replay(session, model, body, key, body_hash, settings, now, credential)
         if isinstance(parsed, IngestOutcome):
             return parsed
         window = queries.WindowKey(parsed.window_start, parsed.segment)
-        with idempotency.in_flight_guard(session, model.id, key, window) as (earlier, totals):
-            if earlier is not None:
-                return _replay(earlier, body_hash)
+        with idempotency.in_flight_guard(session, model.id, key, window, credential) as read:
+            if read.answer is not None:
+                return _replay(read.answer, body_hash)
+            totals = read.totals
             assert totals is not None
             _check_room(parsed, totals)
             with write_transaction(session):

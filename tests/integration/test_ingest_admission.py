@@ -28,7 +28,7 @@ from test_api_batches import _hold_key
 
 from app.config import Settings
 from app.db import queries
-from app.db.models import ALL_SEGMENTS, Batch, BatchDelta, WindowAggregate
+from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, WindowAggregate
 from app.services import idempotency
 from app.services.count_limits import MAX_WINDOW_COUNT
 from app.services.errors import IdempotencyKeyReused
@@ -74,9 +74,9 @@ def test_the_totals_read_with_the_key_are_the_plain_read(
             plain = queries.example_totals(session, model.id, window)
         with factory() as session:
             key = uuid.uuid4().hex
-            with idempotency.in_flight_guard(session, model.id, key, window) as (earlier, totals):
-                assert earlier is None
-                assert totals == plain
+            with idempotency.in_flight_guard(session, model.id, key, window) as read:
+                assert read.answer is None and read.locked and read.credential_holds
+                assert read.totals == plain
     with factory() as session:
         eu = queries.example_totals(session, model.id, windows[0])
         us = queries.example_totals(session, model.id, windows[1])
@@ -153,9 +153,56 @@ def test_a_driver_error_in_the_pipeline_is_raised_as_sqlalchemy_does(pg_url: str
         model = register_model(factory)
         window = queries.WindowKey(utcnow(), None)
         with factory() as session, pytest.raises(sa.exc.DataError):  # NUL: psycopg refuses it
-            queries.lock_and_find_answer(session, 1, model.id, "nul\x00key", window)
+            queries.read_admission(session, model.id, lock_id=1, key="nul\x00key", window=window)
 
 
 def test_bodies_are_hashed_inline_or_beside() -> None:
     for body in (b"x" * INLINE_HASH_BYTES, b"x" * (INLINE_HASH_BYTES + 1)):
         assert _hash_body(body).result() == idempotency.request_hash(body)
+
+
+def _as_another_process(engine: sa.Engine, statement: Any) -> None:
+    """A change this process's cache is not told of (another replica, a script)."""
+    with engine.begin() as c:
+        c.execute(statement)
+
+
+def test_a_key_revoked_elsewhere_is_refused_at_once(
+    api: Any, db_engine: sa.Engine, database_url: str
+) -> None:
+    api.create_model("fraud", n_bins=TEST_N_BINS)
+    token = api.create_key("fraud", ("ingest",))
+    for i in range(2):  # the second is authorised from the cache
+        assert api.post_batch("fraud", token, _cm(1), key=f"k{i}").status_code == 202
+    _as_another_process(db_engine, sa.update(ApiKey).values(revoked_at=utcnow()))
+    first_after = {"postgresql": 401, "sqlite": 409}[db_engine.dialect.name]
+    with _hold_key(database_url, _model_id(db_engine), "k3"):  # PostgreSQL: 401 before 409
+        assert api.post_batch("fraud", token, _cm(1), key="k3").status_code == first_after
+    _as_another_process(db_engine, sa.update(ApiKey).values(revoked_at=None))
+    assert api.post_batch("fraud", token, _cm(1), key="k2").status_code == 202  # cached again
+    _as_another_process(db_engine, sa.update(ApiKey).values(revoked_at=utcnow()))
+    for body, key in ((_cm(1), "k0"), (_cm(1), "k4"), (_cm(1), None), ({"scores": [1]}, "k5")):
+        r = api.post_batch("fraud", token, body, key=key)  # no replay, no batch, no 422
+        assert r.status_code == 401 and r.json()["type"].endswith("not-authenticated"), r.text
+    assert _stored(db_engine)[0] == 3
+
+
+def test_a_model_changed_elsewhere_is_read_again(api: Any, db_engine: sa.Engine) -> None:
+    api.create_model("fraud", n_bins=TEST_N_BINS, segments=["eu"])
+    token = api.create_key("fraud", ("ingest",))
+    for _ in range(2):  # the second is authorised from the cache
+        assert api.post_batch("fraud", token, {**_cm(1), "segment": "eu"}).status_code == 202
+    _as_another_process(
+        db_engine,
+        sa.update(Model).values(segments=["eu", "us"], updated_at=utcnow()),
+    )
+    assert api.post_batch("fraud", token, {**_cm(1), "segment": "us"}).status_code == 202
+    _as_another_process(db_engine, sa.update(Model).values(segments=[], updated_at=utcnow()))
+    r = api.post_batch("fraud", token, {**_cm(1), "segment": "eu"}, key="k")
+    assert r.status_code == 422 and r.json()["errors"][0]["field"] == "segment", r.text
+    assert _stored(db_engine)[0] == 3
+
+
+def _model_id(engine: sa.Engine) -> int:
+    with engine.connect() as c:
+        return int(c.scalar(sa.text("SELECT id FROM model WHERE name = 'fraud'")) or 0)
