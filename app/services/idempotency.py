@@ -11,8 +11,9 @@
   a 64-bit hash of (model, key), held until the first transaction ends (so it
   works across API replicas); on SQLite (one process) through an in-process
   registry.
-- Retention: keys live as long as their batch rows, which priorwatch never
-  deletes; the documented guarantee is at least 24 hours (docs/api.md).
+- Retention: keys live as long as their batch rows, which the worker deletes
+  after the configured retention; the documented guarantee is at least 24
+  hours (docs/api.md).
 """
 
 from __future__ import annotations

@@ -2,25 +2,31 @@
 
 Order of work for ``POST /v1/models/{name}/batches``:
 
-1. in-flight guard on (model, Idempotency-Key) -> 409 if held;
-2. replay lookup: a batch with that key -> its stored answer (same body) or
-   422 (other body); nothing stored;
-3. parse and validate the body (no database locks held; the body hash is
-   computed beside steps 1-3 in another thread);
-4. one write transaction: check the count ceilings against the window's
-   and the model's totals, unfolded deltas included (app/services/
-   count_limits.py; plain reads, no lock), insert the batch row and its
-   deltas (one per aggregate it counts in: all traffic, and the segment's if
-   any), and create the window's aggregate rows if the read found them
-   missing (``ON CONFLICT DO NOTHING``: a row created meanwhile by another
-   batch is neither written nor locked); commit. Any
-   failure rolls all of it back. No statement waits for another batch's
-   transaction (but for the first creation of an aggregate row); the worker
-   folds the deltas into the aggregates later (app/services/window_refresh.py).
+1. parse and validate the body (no database work; the body hash is computed
+   beside it for large bodies). If the body is refused, the key decides
+   first, as if steps 2-3 had come before: 409 while in flight, the replay
+   of its batch (or 422 for another body), else the body's error;
+2. in-flight guard on (model, Idempotency-Key) -> 409 if held;
+3. one read (app/db/queries.py ``read_admission``): the replay lookup (a
+   batch with that key -> its stored answer, same body, or 422, other body;
+   nothing stored), the window's and the model's totals for the count
+   ceilings, unfolded deltas included (app/services/count_limits.py; plain
+   reads, no lock), and the cached authorisation checked again (the route's
+   key and model settings: :class:`~app.services.errors.StaleCredential`
+   if either changed);
+4. one write transaction: create the window's aggregate rows if the read
+   found them missing (``ON CONFLICT DO NOTHING``: a row created meanwhile
+   by another batch is neither written nor locked), insert the batch row
+   and its deltas (one per aggregate it counts in: all traffic, and the
+   segment's if any); commit. Any failure rolls all of it back. No statement
+   waits for another batch's transaction (but for the first creation of an
+   aggregate row); the worker folds the deltas into the aggregates later
+   (app/services/window_refresh.py).
 
-On PostgreSQL steps 1-4 share one transaction (the advisory lock of step 1
-lives until the commit); on SQLite the write transaction of step 4 starts
-with BEGIN IMMEDIATE after the reads.
+On PostgreSQL steps 2-4 share one transaction (the advisory lock of step 2
+lives until the commit), step 3 is one pipelined round trip and the inserts
+of step 4 one statement; on SQLite the write transaction of step 4 starts
+with BEGIN IMMEDIATE after the reads, so only the inserts are serialised.
 """
 
 from __future__ import annotations
@@ -113,26 +119,26 @@ def _parse_or_replay(
         raise
 
 
-def _store(
-    session: Session,
-    model: ModelConfig,
-    parsed: ParsedBatch,
-    key: str | None,
-    body_hash: str,
-    now: datetime,
-    window: queries.WindowKey,
-    missing: list[str],
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Rows:
+    """What storing a batch writes: its ``batch`` row, its ``delta`` row (one per
+    segment of ``window``) and the answer stored in the batch row."""
+
+    batch: dict[str, Any]
+    delta: dict[str, Any]
+    window: queries.WindowKey
+    response: dict[str, Any]
+
+
+def _rows(
+    model: ModelConfig, parsed: ParsedBatch, key: str | None, body_hash: str, now: datetime
+) -> _Rows:
     batch_id = uuid.uuid4()
     response = {
         "batch_id": str(batch_id),
         "window_start": isoformat_z(parsed.window_start),
         "count": parsed.n + parsed.n_unlabelled,
     }
-    if missing:  # the window's first batch (or a concurrent one): create the rows
-        queries.ensure_window_aggregates(
-            session, model.id, parsed.window_start, missing, model.thresholds, now
-        )
     batch = {
         "model_id": model.id,
         "id": batch_id,
@@ -148,10 +154,21 @@ def _store(
         "response": response,
         "received_at": now,
     }
-    delta = Delta.from_batch(batch_id, parsed)
-    row = delta.to_row(model.id, ALL_SEGMENTS, parsed.window_start, now)
-    queries.insert_batch(session, batch, row, window.segments)
-    return response
+    delta = Delta.from_batch(batch_id, parsed).to_row(
+        model.id, ALL_SEGMENTS, parsed.window_start, now
+    )
+    return _Rows(batch, delta, queries.WindowKey(parsed.window_start, parsed.segment), response)
+
+
+def _store(
+    session: Session, model: ModelConfig, rows: _Rows, missing: list[str], now: datetime
+) -> None:
+    """The write transaction's statements (everything they write was built before)."""
+    if missing:  # the window's first batch (or a concurrent one): create the rows
+        queries.ensure_window_aggregates(
+            session, model.id, rows.window.window_start, missing, model.thresholds, now
+        )
+    queries.insert_batch(session, rows.batch, rows.delta, rows.window.segments)
 
 
 def ingest_batch(
@@ -186,18 +203,15 @@ def ingest_batch(
         parsed = _parse_or_replay(session, model, body, key, body_hash, settings, now, credential)
         if isinstance(parsed, IngestOutcome):
             return parsed
-        window = queries.WindowKey(parsed.window_start, parsed.segment)
-        with idempotency.in_flight_guard(session, model.id, key, window, credential) as read:
+        rows = _rows(model, parsed, key, body_hash.result(), now)
+        with idempotency.in_flight_guard(session, model.id, key, rows.window, credential) as read:
             if read.answer is not None:
                 return _replay(read.answer, body_hash)
-            totals = read.totals
-            assert totals is not None
-            _check_room(parsed, totals)
+            assert read.totals is not None
+            _check_room(parsed, read.totals)
             with write_transaction(session):
-                response = _store(
-                    session, model, parsed, key, body_hash.result(), now, window, totals.missing
-                )
-            return IngestOutcome(response, replayed=False)
+                _store(session, model, rows, read.totals.missing, now)
+            return IngestOutcome(rows.response, replayed=False)
     except IntegrityError:
         # Another process stored the same key between our lookup and our write
         # (possible on SQLite with several processes; PostgreSQL holds an
