@@ -67,7 +67,8 @@ def get_api_key(session: Session, model_id: int, key_id: uuid.UUID) -> ApiKey | 
 
 @dataclass(frozen=True)
 class ExampleTotals:
-    """What :func:`example_totals` read (rows labelled or not).
+    """Examples in a window's aggregates and in the whole model, unfolded deltas
+    included (rows labelled or not), as :func:`read_admission` read them.
 
     Attributes
     ----------
@@ -96,7 +97,7 @@ class WindowKey:
         return [ALL_SEGMENTS] if self.segment is None else [ALL_SEGMENTS, self.segment]
 
     def params(self, model_id: int) -> dict[str, Any]:
-        """The values of :func:`example_totals`'s statement."""
+        """The values of the totals' statement."""
         return {
             "model_id": model_id,
             "window_start": self.window_start,
@@ -106,7 +107,14 @@ class WindowKey:
 
 @functools.cache
 def _example_totals_statement() -> CompoundSelect[Any]:
-    """The statement of :func:`example_totals`, built once (its values are bound)."""
+    """The statement of :class:`ExampleTotals`, built once (its values are bound).
+
+    One statement, a plain read (no lock): a batch committed meanwhile is not
+    seen, which the headroom of the count ceilings absorbs
+    (app/services/count_limits.py). The ``kind`` column tells the aggregates'
+    rows (0) from the deltas' (1), so that the caller knows which aggregate
+    rows must still be created.
+    """
     parts = []
     tables: tuple[type[WindowAggregate] | type[BatchDelta], ...] = (WindowAggregate, BatchDelta)
     model_id = bindparam("model_id", type_=Integer)
@@ -134,20 +142,6 @@ def _example_totals_statement() -> CompoundSelect[Any]:
             ).where(table.model_id == model_id, table.segment == ALL_SEGMENTS)
         )
     return union_all(*parts)
-
-
-def example_totals(session: Session, model_id: int, window: WindowKey) -> ExampleTotals:
-    """Examples in the window's aggregates and in the whole model, unfolded deltas included.
-
-    One statement, a plain read (no lock): a batch committed meanwhile is not
-    seen, which the headroom of the count ceilings absorbs
-    (app/services/count_limits.py).
-
-    The ``kind`` column tells the aggregates' rows (0) from the deltas' (1),
-    so that the caller knows which aggregate rows must still be created.
-    """
-    rows = session.connection().execute(_example_totals_statement(), window.params(model_id))
-    return _example_totals_of(rows, window.segments)
 
 
 def _example_totals_of(rows: Iterable[Any], segments: Sequence[str]) -> ExampleTotals:
@@ -321,7 +315,7 @@ class Admission:
     ----------
     locked : whether the advisory lock was taken (True when none was asked for).
     answer : the stored answer of (model, key), or None.
-    totals : the window's :func:`example_totals` if asked for, else None.
+    totals : the window's :class:`ExampleTotals` if asked for, else None.
     credential_holds : whether the cached credential still holds (the model's
         settings unchanged, the key not revoked); True when none was given.
     """
@@ -358,7 +352,7 @@ def read_admission(
 ) -> Admission:
     """Everything a batch's admission reads, in the session's transaction: try the
     advisory lock ``lock_id`` (PostgreSQL), look ``key`` up, read the window's
-    :func:`example_totals`, check ``credential`` (each if given).
+    :class:`ExampleTotals`, check ``credential`` (each if given).
 
     On PostgreSQL the statements go in one round trip (psycopg pipeline mode).
     The server runs them in order, each with its own snapshot, so the lookup
@@ -375,6 +369,8 @@ def read_admission(
     if credential is not None:
         token_hash = credential.token_hash
         reads.append((_CREDENTIAL_STATE, {"model_id": model_id, "token_hash": token_hash}))
+    if not reads:
+        return Admission(locked=True, answer=None, totals=None, credential_holds=True)
     results = iter(_read_all(session, reads))
     locked = True if lock_id is None else bool(next(results)[0][0])
     found = None if key is None else next(iter(next(results)), None)

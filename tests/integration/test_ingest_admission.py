@@ -51,7 +51,7 @@ def _cm(tp: int, *, at: datetime | None = None) -> dict[str, Any]:
     }
 
 
-def test_the_totals_read_with_the_key_are_the_plain_read(
+def test_the_totals_read_with_the_key_and_without(
     factory: sessionmaker[Session], settings: Settings, database_url: str
 ) -> None:
     model = register_model(factory, segments=["eu", "us"])
@@ -71,16 +71,17 @@ def test_the_totals_read_with_the_key_are_the_plain_read(
     ]
     for window in windows:
         with factory() as session:
-            plain = queries.example_totals(session, model.id, window)
+            plain = queries.read_admission(session, model.id, window=window).totals
         with factory() as session:
             key = uuid.uuid4().hex
             with idempotency.in_flight_guard(session, model.id, key, window) as read:
                 assert read.answer is None and read.locked and read.credential_holds
                 assert read.totals == plain
     with factory() as session:
-        eu = queries.example_totals(session, model.id, windows[0])
-        us = queries.example_totals(session, model.id, windows[1])
-        later = queries.example_totals(session, model.id, windows[3])
+        eu, us, _, later = (
+            queries.read_admission(session, model.id, window=w).totals for w in windows
+        )
+    assert eu is not None and us is not None and later is not None
     assert eu.window_counts == [87, 80] and eu.missing == []
     assert eu.model_total == 107.0
     assert us.window_counts == [87, 0] and us.missing == ["us"]
