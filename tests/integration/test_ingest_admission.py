@@ -30,6 +30,7 @@ from app.config import Settings
 from app.db import queries
 from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, WindowAggregate
 from app.services import idempotency
+from app.services.auth_cache import AUTH_CACHE
 from app.services.count_limits import MAX_WINDOW_COUNT
 from app.services.errors import IdempotencyKeyReused
 from app.services.ingestion import INLINE_HASH_BYTES, _hash_body, ingest_batch
@@ -207,3 +208,16 @@ def test_a_model_changed_elsewhere_is_read_again(api: Any, db_engine: sa.Engine)
 def _model_id(engine: sa.Engine) -> int:
     with engine.connect() as c:
         return int(c.scalar(sa.text("SELECT id FROM model WHERE name = 'fraud'")) or 0)
+
+
+def test_a_cached_credential_that_holds_is_used_as_is(api: Any, db_engine: sa.Engine) -> None:
+    api.create_model("fraud", n_bins=TEST_N_BINS)
+    token = api.create_key("fraud", ("ingest",))
+    admin_token = api.admin["Authorization"].removeprefix("Bearer ")
+    for caller in (token, admin_token):
+        assert api.post_batch("fraud", caller, _cm(1)).status_code == 202  # fills the cache
+        generation = AUTH_CACHE.generation
+        for key in (None, f"{caller[:6]}-k"):
+            assert api.post_batch("fraud", caller, _cm(1), key=key).status_code == 202
+        assert AUTH_CACHE.generation == generation  # never found stale, never cleared
+    assert _stored(db_engine)[0] == 6
