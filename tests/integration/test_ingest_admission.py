@@ -7,6 +7,7 @@ be those of the documented order (key first, then the body, then the ceilings).
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -221,3 +222,33 @@ def test_a_cached_credential_that_holds_is_used_as_is(api: Any, db_engine: sa.En
             assert api.post_batch("fraud", caller, _cm(1), key=key).status_code == 202
         assert AUTH_CACHE.generation == generation  # never found stale, never cleared
     assert _stored(db_engine)[0] == 6
+
+
+def test_a_key_stored_between_the_read_and_the_write_is_answered_as_a_replay(
+    factory: sessionmaker[Session],
+    settings: Settings,
+    db_engine: sa.Engine,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = register_model(factory)
+    now = utcnow()
+    body = orjson.dumps(_cm(2, at=now))
+    with factory() as session:
+        first = ingest_batch(session, model, body, idempotency_key="k", settings=settings, now=now)
+    read_admission = queries.read_admission
+
+    def read_before_the_other_commit(*args: Any, **kwargs: Any) -> queries.Admission:
+        read = read_admission(*args, **kwargs)
+        return queries.Admission(read.locked, None, read.totals, read.credential_holds)
+
+    monkeypatch.setattr(queries, "read_admission", read_before_the_other_commit)
+    with factory() as session:  # the insert meets the stored key: the replay answers
+        again = ingest_batch(session, model, body, idempotency_key="k", settings=settings, now=now)
+    assert again.replayed and again.response == first.response
+    other = orjson.dumps(_cm(3, at=now))
+    with factory() as session, pytest.raises(IdempotencyKeyReused):
+        ingest_batch(session, model, other, idempotency_key="k", settings=settings, now=now)
+    gone = dataclasses.replace(model, id=model.id + 1)  # no such model: the insert fails
+    with factory() as session, pytest.raises(sa.exc.IntegrityError):
+        ingest_batch(session, gone, body, idempotency_key=None, settings=settings, now=now)
+    assert _stored(db_engine) == (1, 1)
