@@ -194,6 +194,8 @@ def outperformance_scores(
         raise InvalidInput(
             "metric", f"unknown metric {metric!r}; expected one of {', '.join(supported_metrics())}"
         )
+    if len(values) != len(priors):
+        raise InvalidInput("priors", f"has {len(priors)} elements but values has {len(values)}")
     pis, mus = [], []
     for value, prior in zip(values, priors, strict=True):
         pis.append(check_probability("prior", prior))

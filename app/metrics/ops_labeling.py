@@ -102,17 +102,19 @@ def f1_ops(value: float, prior: float) -> float:
     return min(1.0, first - excess * excess / (2.0 * pi * (1.0 - pi) * mu * (2.0 - mu)))
 
 
-def _gap(metric: LabelingMetric, prior: Any, value: Any, s: FloatArray, t: FloatArray) -> Array:
+def _gap(
+    metric: LabelingMetric, prior: float | Array, value: float | Array, s: FloatArray, t: FloatArray
+) -> Array:
     """Signed gap to ``value`` at a = (t+s)/2, b = (t-s)/2: negative exactly where M is worse.
 
     ``M - value`` when higher is better, ``value - M`` otherwise; nan where M is
     undefined (never worse, since ``nan < 0`` is false). ``prior``, ``value``,
     ``s`` and ``t`` broadcast.
     """
-    a = np.clip(0.5 * (t + s), 0.0, 1.0)
-    b = np.clip(0.5 * (t - s), 0.0, 1.0)
+    a = np.minimum(np.maximum(0.5 * (t + s), 0.0), 1.0)  # np.clip's values, without its overhead
+    b = np.minimum(np.maximum(0.5 * (t - s), 0.0), 1.0)
     # from_rates is plain arithmetic and broadcasts over arrays of rates.
-    c = ConfusionCounts.from_rates(prior, cast(float, a), cast(float, b))
+    c = ConfusionCounts.from_rates(cast(float, prior), cast(float, a), cast(float, b))
     m = metric.func(c.tp, c.fp, c.fn, c.tn)
     return m - value if metric.greater_is_better else value - m
 

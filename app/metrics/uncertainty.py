@@ -70,8 +70,8 @@ from scipy import special, stats
 
 from app.errors import InvalidInput
 from app.metrics._validation import check_count, check_probability
-from app.metrics.confusion import ConfusionCounts
 from app.metrics.areas import AREA_KERNELS
+from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import (
     average_precision_from_counts,
     gain_auc_from_counts,
@@ -363,9 +363,11 @@ def rate_interval(successes: float, trials: float, level: float = 0.95) -> Inter
     x, n, lvl = float(successes), float(trials), _check_level(level)
     if not (0.0 <= x <= n) or n == 0.0:
         return _NAN_INTERVAL
-    tails = ((1.0 - lvl) / 2.0, (1.0 + lvl) / 2.0)
-    low, high = (float(q) for q in stats.beta.ppf(tails, x + JEFFREYS, n - x + JEFFREYS))
-    uniform = stats.beta.ppf(tails, x + 1.0, n - x + 1.0)
+    tails = np.array([[(1.0 - lvl) / 2.0], [(1.0 + lvl) / 2.0]])
+    # column 0 Jeffreys, column 1 uniform prior: one elementwise call for both
+    ends = stats.beta.ppf(tails, [x + JEFFREYS, x + 1.0], [n - x + JEFFREYS, n - x + 1.0])
+    low, high = float(ends[0, 0]), float(ends[1, 0])
+    uniform = ends[:, 1]
     if x <= 1.0:
         low, high = 0.0, max(high, float(uniform[1]))
     if x >= n - 1.0:
@@ -533,30 +535,29 @@ def _areas(names: Iterable[str], tps: Array, fps: Array, pi0: float) -> dict[str
     2·auc_roc − 1 of the same rows (as :func:`gini_from_counts` computes it)
     and the curves at pi0 are built once for all ``calibrated_`` names.
     """
+    wanted = list(names)
+    at_pi0 = None
+    if any(name.startswith(CALIBRATED_PREFIX) for name in wanted):
+        p, n = tps[:, -1:], fps[:, -1:]
+        defined = (p[:, 0] > 0.0) & (n[:, 0] > 0.0)  # rates need both classes
+        at_pi0 = (
+            pi0 * tps / np.where(p > 0.0, p, 1.0),
+            (1.0 - pi0) * fps / np.where(n > 0.0, n, 1.0),
+        )
     done: dict[str, Array] = {}
-    scaled: list[tuple[Array, Array, Array]] = []
 
     def area(name: str) -> Array:
-        if name in done:
-            return done[name]
-        base = name.removeprefix(CALIBRATED_PREFIX)
-        if base == "gini":
-            value = 2.0 * area(name.replace("gini", "auc_roc")) - 1.0
-        elif base == name:
-            value = np.asarray(AREA_KERNELS[base](tps, fps), dtype=np.float64)
-        else:
-            if not scaled:
-                p, n = tps[:, -1:], fps[:, -1:]
-                defined = (p[:, 0] > 0.0) & (n[:, 0] > 0.0)  # rates need both classes
-                at_prior_tps = pi0 * tps / np.where(p > 0.0, p, 1.0)
-                at_prior_fps = (1.0 - pi0) * fps / np.where(n > 0.0, n, 1.0)
-                scaled.append((at_prior_tps, at_prior_fps, defined))
-            at_prior_tps, at_prior_fps, defined = scaled[0]
-            value = np.where(defined, AREA_KERNELS[base](at_prior_tps, at_prior_fps), np.nan)
-        done[name] = value
-        return value
+        if name not in done:
+            base = name.removeprefix(CALIBRATED_PREFIX)
+            if base == "gini":
+                done[name] = 2.0 * area(name.replace("gini", "auc_roc")) - 1.0
+            elif at_pi0 is None or base == name:
+                done[name] = np.asarray(AREA_KERNELS[base](tps, fps), dtype=np.float64)
+            else:
+                done[name] = np.where(defined, AREA_KERNELS[base](*at_pi0), np.nan)
+        return done[name]
 
-    return {name: area(name) for name in names}
+    return {name: area(name) for name in wanted}
 
 
 def _jackknife(
