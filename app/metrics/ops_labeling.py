@@ -102,21 +102,38 @@ def f1_ops(value: float, prior: float) -> float:
     return min(1.0, first - excess * excess / (2.0 * pi * (1.0 - pi) * mu * (2.0 - mu)))
 
 
+def _rates(s: FloatArray, t: FloatArray) -> tuple[Array, Array]:
+    """The error rates a = (t+s)/2, b = (t-s)/2 of diagonal points, clipped to [0, 1]."""
+    a = np.minimum(np.maximum(0.5 * (t + s), 0.0), 1.0)  # np.clip's values, without its overhead
+    b = np.minimum(np.maximum(0.5 * (t - s), 0.0), 1.0)
+    return a, b
+
+
+def _metric_at(metric: LabelingMetric, prior: float | Array, a: Array, b: Array) -> Array:
+    """M(prior, a, b) through the registry function; ``prior``, ``a`` and ``b`` broadcast."""
+    # from_rates is plain arithmetic and broadcasts over arrays of rates.
+    c = ConfusionCounts.from_rates(cast(float, prior), cast(float, a), cast(float, b))
+    m: Array = metric.func(c.tp, c.fp, c.fn, c.tn)
+    return m
+
+
+def _gap_of(metric: LabelingMetric, m: Array, value: float | Array) -> Array:
+    """Signed gap of metric values ``m`` to ``value``: negative exactly where M is worse.
+
+    ``M - value`` when higher is better, ``value - M`` otherwise; nan where M is
+    undefined (never worse, since ``nan < 0`` is false).
+    """
+    return m - value if metric.greater_is_better else value - m
+
+
 def _gap(
     metric: LabelingMetric, prior: float | Array, value: float | Array, s: FloatArray, t: FloatArray
 ) -> Array:
-    """Signed gap to ``value`` at a = (t+s)/2, b = (t-s)/2: negative exactly where M is worse.
+    """:func:`_gap_of` at the points (s, t) of the diagonals; every argument broadcasts."""
+    return _gap_of(metric, _metric_at(metric, prior, *_rates(s, t)), value)
 
-    ``M - value`` when higher is better, ``value - M`` otherwise; nan where M is
-    undefined (never worse, since ``nan < 0`` is false). ``prior``, ``value``,
-    ``s`` and ``t`` broadcast.
-    """
-    a = np.minimum(np.maximum(0.5 * (t + s), 0.0), 1.0)  # np.clip's values, without its overhead
-    b = np.minimum(np.maximum(0.5 * (t - s), 0.0), 1.0)
-    # from_rates is plain arithmetic and broadcasts over arrays of rates.
-    c = ConfusionCounts.from_rates(cast(float, prior), cast(float, a), cast(float, b))
-    m = metric.func(c.tp, c.fp, c.fn, c.tn)
-    return m - value if metric.greater_is_better else value - m
+
+_A_GRID, _B_GRID = _rates(_S[:, None], _T_GRID)  # the bracketing grid's rates, for every metric
 
 
 def worse_area(metric: LabelingMetric, value: float, prior: float) -> float:
@@ -158,8 +175,11 @@ def worse_areas(metric: LabelingMetric, values: Sequence[float], priors: Sequenc
     pi = np.asarray(priors, dtype=np.float64)
     pairs = mu.size
     # (pairs, diagonals, points); every operation is elementwise, so a pair's
-    # values are those of evaluating it alone
-    gap = _gap(metric, pi[:, None, None], mu[:, None, None], _S[:, None], _T_GRID)
+    # values are those of evaluating it alone. M on the grid depends on the
+    # prior only: once per distinct prior (an interval's two ends share one).
+    distinct, which = np.unique(pi, return_inverse=True)
+    on_grid = _metric_at(metric, distinct[:, None, None], _A_GRID, _B_GRID)
+    gap = _gap_of(metric, on_grid[which.reshape(pairs)], mu[:, None, None])
     worse = gap < 0.0
     left, right = worse[..., :-1], worse[..., 1:]
     length = np.count_nonzero(left & right, axis=-1) * _CELL  # whole cells inside
