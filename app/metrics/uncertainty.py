@@ -259,8 +259,12 @@ def _metric_samples(funcs: list[MetricFunc], c: ConfusionCounts) -> list[Array]:
 
 def _equal_tailed(samples: list[Array], level: float) -> list[Interval]:
     """:func:`_interval` of each sample array; the fully defined ones from one quantile call."""
-    out = [_interval(x, level) if not np.isfinite(x).all() else _NAN_INTERVAL for x in samples]
-    whole = [i for i, x in enumerate(samples) if np.isfinite(x).all()]
+    defined = [bool(np.isfinite(x).all()) for x in samples]
+    out = [
+        _NAN_INTERVAL if full else _interval(x, level)
+        for x, full in zip(samples, defined, strict=True)
+    ]
+    whole = [i for i, full in enumerate(defined) if full]
     if whole:
         tails = np.quantile(
             np.stack([samples[i] for i in whole]),
