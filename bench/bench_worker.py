@@ -23,26 +23,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import orjson
 import sqlalchemy as sa
-from _common import postgres_database
+from _common import cpu_seconds, migrated_postgres_database, wait_drained, worker_processes
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db import queue
-from app.db.migrate import upgrade_to_head
 from app.db.models import WindowMetrics
 from app.db.session import make_engine, make_session_factory, write_transaction
 from app.services.ingestion import ingest_batch
@@ -55,15 +49,6 @@ from app.services.windowing import window_length, window_start
 from app.worker.jobs import DatabaseJobs
 
 WAIT_SECONDS = 300.0
-
-
-@contextmanager
-def temporary_database() -> Iterator[str | None]:
-    """A scratch PostgreSQL database migrated to head (``None`` when unreachable)."""
-    with postgres_database() as url:
-        if url is not None:
-            upgrade_to_head(url)
-        yield url
 
 
 def now() -> datetime:
@@ -87,56 +72,9 @@ def post(
         ingest_batch(session, model, body, idempotency_key=None, settings=settings, now=now())
 
 
-def dirty_count(factory: sessionmaker[Session]) -> int:
-    with factory() as session:
-        return queue.queue_stats(session).dirty_windows
-
-
-def wait_drained(factory: sessionmaker[Session]) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while dirty_count(factory) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    if dirty_count(factory):
-        raise SystemExit(f"the queue did not drain within {WAIT_SECONDS:.0f} s")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@contextmanager
-def workers(url: str, count: int, workdir: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
-    exe = Path(sys.executable).with_name("priorwatch")
-    env = {**os.environ, "PRIORWATCH_DATABASE_URL": url}
-    procs = []
-    logs = []
-    for i in range(count):
-        log = open(workdir / f"worker-{count}-{i}.log", "w+")  # noqa: SIM115
-        logs.append(log)
-        procs.append(
-            subprocess.Popen([str(exe), "worker"], env=env, cwd=workdir, stderr=log, stdout=log)
-        )
-    try:
-        deadline = time.monotonic() + WAIT_SECONDS
-        for log in logs:
-            while "worker ready" not in Path(log.name).read_text():
-                if time.monotonic() > deadline:
-                    raise SystemExit("the workers did not start")
-                time.sleep(0.05)
-        yield procs
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(WAIT_SECONDS)
-        for log in logs:
-            log.close()
-
-
 def throughput(
     url: str,
+    engine: sa.Engine,
     factory: sessionmaker[Session],
     model: ModelConfig,
     count: int,
@@ -145,14 +83,14 @@ def throughput(
 ) -> float:
     """Best-of-``rounds`` windows/s of ``count`` workers on the whole backlog."""
     best = 0.0
-    with workers(url, count, workdir) as procs:
-        wait_drained(factory)
+    with worker_processes(url, count, workdir, WAIT_SECONDS) as procs:
+        wait_drained(engine, WAIT_SECONDS)
         for _ in range(rounds):
             with factory() as session, write_transaction(session):
                 marked = queue.invalidate_windows(session, model.id, now=now())
             cpu_before = sum(cpu_seconds(p.pid) for p in procs)
             started = time.perf_counter()
-            wait_drained(factory)
+            wait_drained(engine, WAIT_SECONDS)
             elapsed = time.perf_counter() - started
             cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu_before
             rate = marked / elapsed
@@ -167,6 +105,7 @@ def throughput(
 
 def freshness(
     url: str,
+    engine: sa.Engine,
     factory: sessionmaker[Session],
     model: ModelConfig,
     settings: Settings,
@@ -177,8 +116,8 @@ def freshness(
     at = now() - timedelta(minutes=1)
     start = window_start(at, model.window)
     delays = []
-    with workers(url, 1, workdir):
-        wait_drained(factory)
+    with worker_processes(url, 1, workdir, WAIT_SECONDS):
+        wait_drained(engine, WAIT_SECONDS)
         for _ in range(batches):
             post(factory, model, settings, at, rng)
             committed = time.perf_counter()
@@ -230,7 +169,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    with temporary_database() as url, tempfile.TemporaryDirectory() as tmp:
+    with migrated_postgres_database() as url, tempfile.TemporaryDirectory() as tmp:
         if url is None:
             return
         settings = Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
@@ -261,13 +200,13 @@ def main() -> None:
         )
         workdir = Path(tmp)
         print("throughput (backlog marked dirty at once, workers warmed up):")
-        one = throughput(url, factory, model, 1, workdir, args.rounds)
-        two = throughput(url, factory, model, 2, workdir, args.rounds)
+        one = throughput(url, engine, factory, model, 1, workdir, args.rounds)
+        two = throughput(url, engine, factory, model, 2, workdir, args.rounds)
         print(
             f"  ratio 2 workers / 1 worker (best rounds): {two / one:.2f} "
             f"(machine: {os.cpu_count()} cores shared with other work)"
         )
-        delays = freshness(url, factory, model, settings, args.batches, workdir)
+        delays = freshness(url, engine, factory, model, settings, args.batches, workdir)
         delays.sort()
         p95 = delays[min(len(delays) - 1, round(0.95 * (len(delays) - 1)))]
         print(
