@@ -355,9 +355,7 @@ class Fleet:
         return worker_processes(self.url, count, self.logdir, self.args.max_wait)
 
 
-def setup(url: str, args: argparse.Namespace, logdir: Path) -> Fleet:
-    settings = Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
-    engine = make_engine(url, settings)
+def setup(url: str, engine: sa.Engine, args: argparse.Namespace, logdir: Path) -> Fleet:
     factory = make_session_factory(engine)
     started = time.perf_counter()
     ids = []
@@ -375,11 +373,11 @@ def setup(url: str, args: argparse.Namespace, logdir: Path) -> Fleet:
     print(f"  {args.models:,} models created in {time.perf_counter() - started:.1f} s", flush=True)
     current = window_start(now(), WINDOW)
     fleet = Fleet(url, engine, ids, args, current, logdir)
-    reference_windows = active = fleet.active_windows
-    print(f"  reference windows (previous hour, {reference_windows:,} windows):", flush=True)
+    windows = fleet.active_windows
+    print(f"  reference windows (previous hour, {windows:,} windows):", flush=True)
     with fleet.workers(max(args.workers)):
         fleet.sweep(current - timedelta(hours=1), args.reference_rows)
-        print(f"  active windows (current hour, {active:,} windows):", flush=True)
+        print(f"  active windows (current hour, {windows:,} windows):", flush=True)
         fleet.sweep(current, args.rows)
         print(f"  initial fold by {max(args.workers)} worker(s)...", flush=True)
         seconds = fleet.drain(BackendCpu(engine))
@@ -510,7 +508,8 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--workers", default="1,2", help="worker counts of the backlog phase")
     parser.add_argument(
-        "--load-workers", help="worker counts of the load phase (default: the largest --workers)"
+        "--load-workers",
+        help="worker counts of the load phase, among --workers (default: the largest)",
     )
     parser.add_argument("--load-seconds", type=float, help="default 180 (--quick: 20)")
     parser.add_argument("--load-processes", type=int, default=1)
@@ -530,6 +529,8 @@ def parse_args() -> argparse.Namespace:
     args.load_workers = (
         [int(n) for n in args.load_workers.split(",")] if args.load_workers else [max(args.workers)]
     )
+    if not set(args.load_workers) <= set(args.workers):
+        parser.error("every count of --load-workers must be one of --workers")
     windows = args.models * (args.segments + 1)
     args.max_wait = args.max_wait or 300.0 + 0.5 * windows  # 2 windows/s at the least
     return args
@@ -558,9 +559,11 @@ def main() -> None:
         if url is None:
             return
         logdir = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        settings = Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
+        engine = make_engine(url, settings)
+        stack.callback(engine.dispose)
         print("setup:", flush=True)
-        fleet = setup(url, args, logdir)
-        stack.callback(fleet.engine.dispose)
+        fleet = setup(url, engine, args, logdir)
         rates = {count: backlog(fleet, count) for count in args.workers}
         base = args.workers[0]
         summary = ", ".join(
