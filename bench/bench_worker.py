@@ -1,18 +1,24 @@
 """Worker throughput (1 vs 2 worker processes) and freshness, on PostgreSQL.
 
 * Throughput: real ``priorwatch worker`` processes are started and warmed up;
-  then every window of a backlog (``--windows`` windows of a model with the
-  default 10,000 bins) is marked dirty in one transaction and the script
-  times how long the queue takes to drain. Printed: windows/s for 1 and 2
-  workers and their ratio (the baseline is 1 worker, same run).
+  then every window of a backlog (``--windows`` windows with the default
+  10,000 bins) is marked dirty in one transaction and the script times how
+  long the queue takes to drain. Printed: windows/s for 1 and 2 workers and
+  their ratio (the baseline is 1 worker, same run), for two backlogs:
+  *closed* windows (past windows of one model: every refresh is full) and
+  *open* windows (the current window of ``--windows`` models: every refresh
+  is a summary, the detail not being due; docs/worker.md, "Tiered refresh"),
+  and the ratio open / closed. ``--open-only`` / ``--closed-only`` run one.
 * Freshness: with one idle worker, ``--batches`` single batches are ingested
   one after another (light load); for each, the time from the batch's commit
   until the window's stored result carries the new aggregate version.
   Printed: median, 95th percentile and maximum (target: under 2 s).
 * Compute: the time of ``compute_window_result`` alone for one such window,
-  in this process (metrics, intervals, drift, curves), as a reference.
+  in this process, full (metrics, intervals, drift, curves) and summary only,
+  as a reference.
 
-Usage: ``python bench/bench_worker.py [--windows 60] [--batches 20] [--rounds 3]``.
+Usage: ``python bench/bench_worker.py [--windows 60] [--batches 20] [--rounds 3]
+[--open-only | --closed-only]``.
 Needs the PostgreSQL server of PRIORWATCH_TEST_POSTGRES_URL (default
 postgresql+psycopg://postgres@127.0.0.1:5432/postgres); prints a notice and
 exits 0 when it is unreachable. Every wait is bounded; the worker processes
@@ -76,7 +82,7 @@ def throughput(
     url: str,
     engine: sa.Engine,
     factory: sessionmaker[Session],
-    model: ModelConfig,
+    models: list[ModelConfig],
     count: int,
     workdir: Path,
     rounds: int,
@@ -87,7 +93,8 @@ def throughput(
         wait_drained(engine, WAIT_SECONDS)
         for _ in range(rounds):
             with factory() as session, write_transaction(session):
-                marked = queue.invalidate_windows(session, model.id, now=now())
+                at = now()
+                marked = sum(queue.invalidate_windows(session, m.id, now=at) for m in models)
             cpu_before = sum(cpu_seconds(p.pid) for p in procs)
             started = time.perf_counter()
             wait_drained(engine, WAIT_SECONDS)
@@ -147,7 +154,7 @@ def freshness(
     return delays
 
 
-def compute_only(factory: sessionmaker[Session], model: ModelConfig) -> float:
+def compute_only(factory: sessionmaker[Session], model: ModelConfig, *, detail: bool) -> float:
     from app.db.models import WindowAggregate
 
     with factory() as session:
@@ -155,12 +162,52 @@ def compute_only(factory: sessionmaker[Session], model: ModelConfig) -> float:
             sa.select(WindowAggregate).where(WindowAggregate.model_id == model.id).limit(1)
         ).one()
         sums = WindowSums.from_row(row)
-    compute_window_result(model, sums, None)  # warm caches
+    compute_window_result(model, sums, None, detail=detail)  # warm caches
     runs = 10
     started = time.perf_counter()
     for _ in range(runs):
-        compute_window_result(model, sums, None)
+        compute_window_result(model, sums, None, detail=detail)
     return (time.perf_counter() - started) / runs
+
+
+def register(factory: sessionmaker[Session], name: str, window: str) -> ModelConfig:
+    with factory() as session:
+        row = create_model(
+            session,
+            ModelCreate.model_validate(
+                {"name": name, "pi0": 0.05, "cost_ratio": 0.8, "window": window}
+            ),
+            now(),
+        )
+        return ModelConfig.from_row(row)
+
+
+def fold_all(factory: sessionmaker[Session]) -> None:
+    jobs = DatabaseJobs(factory, lease_seconds=60)  # fold the batches' deltas (full results)
+    while (job := jobs.claim()) is not None:
+        jobs.run(job)
+
+
+def backlogs(
+    factory: sessionmaker[Session], settings: Settings, windows: int, *, closed: bool, opened: bool
+) -> dict[str, list[ModelConfig]]:
+    """The closed backlog (past windows of one "5m" model) and the open one (the current
+    window of ``windows`` "1w" models, open through the run), each folded once."""
+    rng = np.random.default_rng(1)
+    out: dict[str, list[ModelConfig]] = {}
+    if closed:
+        model = register(factory, "bench", "5m")
+        length = window_length(model.window)
+        last = window_start(now(), model.window)
+        for k in range(1, windows + 1):
+            post(factory, model, settings, last - k * length, rng)
+        out["closed"] = [model]
+    if opened:
+        out["open"] = [register(factory, f"bench-open-{k}", "1w") for k in range(windows)]
+        for model in out["open"]:
+            post(factory, model, settings, now(), rng)
+    fold_all(factory)
+    return out
 
 
 def main() -> None:
@@ -168,6 +215,9 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=60)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--open-only", action="store_true", help="only the open-window backlog")
+    only.add_argument("--closed-only", action="store_true", help="only the closed backlog")
     args = parser.parse_args()
     with migrated_postgres_database() as url, tempfile.TemporaryDirectory() as tmp:
         if url is None:
@@ -175,37 +225,36 @@ def main() -> None:
         settings = Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
         engine = make_engine(url, settings)
         factory = make_session_factory(engine)
-        with factory() as session:
-            row = create_model(
-                session,
-                ModelCreate.model_validate(
-                    {"name": "bench", "pi0": 0.05, "cost_ratio": 0.8, "window": "5m"}
-                ),
-                now(),
-            )
-            model = ModelConfig.from_row(row)
-        rng = np.random.default_rng(1)
-        length = window_length(model.window)
-        last = window_start(now(), model.window)
-        for k in range(args.windows):
-            post(factory, model, settings, last - k * length, rng)
-        jobs = DatabaseJobs(factory, lease_seconds=60)  # fold the batches' deltas
-        while (job := jobs.claim()) is not None:
-            jobs.run(job)
-        print(f"backlog: {args.windows} windows of {model.n_bins} bins, 5,000 rows each")
-        per_window = compute_only(factory, model)
+        models = backlogs(
+            factory, settings, args.windows, closed=not args.open_only, opened=not args.closed_only
+        )
+        model = next(iter(models.values()))[0]
+        print(f"backlogs of {args.windows} windows of {model.n_bins} bins, 5,000 rows each")
+        full = compute_only(factory, model, detail=True)
+        summary = compute_only(factory, model, detail=False)
         print(
-            f"compute_window_result alone: {per_window * 1e3:.1f} ms per window "
-            f"(= {1 / per_window:.1f} windows/s in one process)"
+            f"compute_window_result alone: full {full * 1e3:.1f} ms per window "
+            f"(= {1 / full:.1f} windows/s in one process), summary {summary * 1e3:.1f} ms "
+            f"(= {1 / summary:.1f} windows/s); ratio full / summary {full / summary:.1f}"
         )
         workdir = Path(tmp)
-        print("throughput (backlog marked dirty at once, workers warmed up):")
-        one = throughput(url, engine, factory, model, 1, workdir, args.rounds)
-        two = throughput(url, engine, factory, model, 2, workdir, args.rounds)
-        print(
-            f"  ratio 2 workers / 1 worker (best rounds): {two / one:.2f} "
-            f"(machine: {os.cpu_count()} cores shared with other work)"
-        )
+        best: dict[str, float] = {}
+        for case, backlog in models.items():
+            tier = "full refreshes" if case == "closed" else "summary refreshes"
+            print(f"throughput, {case} windows ({tier}; marked dirty at once, workers warm):")
+            one = throughput(url, engine, factory, backlog, 1, workdir, args.rounds)
+            two = throughput(url, engine, factory, backlog, 2, workdir, args.rounds)
+            best[case] = one
+            print(
+                f"  ratio 2 workers / 1 worker (best rounds): {two / one:.2f} "
+                f"(machine: {os.cpu_count()} cores shared with other work)"
+            )
+        if len(best) == 2:
+            print(
+                "  ratio open / closed windows, 1 worker (best rounds): "
+                f"{best['open'] / best['closed']:.2f}"
+            )
+        model = models.get("closed", models.get("open", []))[0]
         delays = freshness(url, engine, factory, model, settings, args.batches, workdir)
         delays.sort()
         p95 = delays[min(len(delays) - 1, round(0.95 * (len(delays) - 1)))]

@@ -57,7 +57,9 @@ class Window:
 
     ``metrics`` maps a metric name to its value (None: undefined, ``reasons``
     says why); ``status`` is ``fresh`` or ``pending``; ``curves`` is set only
-    by :meth:`app.client.Client.window`.
+    by :meth:`app.client.Client.window`. ``detail`` stamps the curves and the
+    ``ops_*`` and curve-area intervals (``aggregate_version``, ``computed_at``,
+    ``current``; None while the window has none, docs/reading.md).
     """
 
     start: datetime
@@ -77,6 +79,7 @@ class Window:
     aggregate_version: int | None
     merged_windows: int
     raw: Mapping[str, Any]
+    detail: Mapping[str, Any] | None = None
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Window:
@@ -99,6 +102,7 @@ class Window:
             aggregate_version=None if version is None else int(version),
             merged_windows=int(doc.get("merged_windows", 1)),
             raw=doc,
+            detail=doc.get("detail"),
         )
 
 

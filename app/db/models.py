@@ -235,10 +235,20 @@ class WindowAggregate(Base):
     claim_attempt: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     """Fencing token: every worker claim increments it; a worker may complete the window
     only while it holds the latest attempt (app/db/queue.py)."""
+    detail_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    """When the stored result's detail tier (curves, ``ops_*`` and curve-area intervals)
+    is due for a full refresh; null when it is current. The window is claimable from
+    then on, even without new data (app/services/refresh_tier.py)."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
     __table_args__ = (
+        Index(
+            "ix_window_aggregate_detail_due_at",
+            "detail_due_at",
+            postgresql_where=text("detail_due_at IS NOT NULL"),
+            sqlite_where=text("detail_due_at IS NOT NULL"),
+        ),
         Index(
             "ix_window_aggregate_dirty",
             "model_id",
@@ -314,6 +324,12 @@ class WindowMetrics(Base):
     """Why each None metric is None: "insufficient_data" or the formula's undefined case."""
     error: Mapped[str | None] = mapped_column(Text)
     """Status "error": what failed (the window is not retried until its aggregate changes)."""
+    detail_version: Mapped[int | None] = mapped_column(BigInteger)
+    """The aggregate version the detail tier (``curves`` and the detail intervals) was
+    computed from: ``aggregate_version`` after a full refresh, older after a summary
+    refresh, which carries the previous detail over; null without detail."""
+    detail_computed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    """When the detail tier was computed."""
 
     __table_args__ = (
         ForeignKeyConstraint(

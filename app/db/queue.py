@@ -37,7 +37,7 @@ the same serialisation.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -49,6 +49,7 @@ from sqlalchemy import (
     case,
     delete,
     func,
+    literal,
     or_,
     select,
     text,
@@ -104,15 +105,24 @@ def _key(model_id: int, segment: str, window_start: datetime) -> Any:
     return and_(WA.model_id == model_id, WA.segment == segment, WA.window_start == window_start)
 
 
-def _waiting() -> Subquery:
+def _waiting(*, detail_due: bool = False) -> Subquery:
     """(model_id, segment, window_start, since) of every waiting window: the oldest
-    unfolded delta or the dirty mark, whichever is older."""
-    changes = union_all(
+    unfolded delta or the dirty mark, whichever is older. With ``detail_due``, a
+    window's detail due time counts as a change too (the claim's one due time: a
+    window waits for new data or for its detail, whichever is older)."""
+    sources = [
         select(BD.model_id, BD.segment, BD.window_start, BD.received_at.label("since")),
         select(WA.model_id, WA.segment, WA.window_start, WA.dirty_since.label("since")).where(
             WA.dirty
         ),
-    ).subquery()
+    ]
+    if detail_due:
+        sources.append(
+            select(WA.model_id, WA.segment, WA.window_start, WA.detail_due_at.label("since")).where(
+                WA.detail_due_at.is_not(None)
+            )
+        )
+    changes = union_all(*sources).subquery()
     return (
         select(
             changes.c.model_id,
@@ -146,7 +156,7 @@ def _settled(waiting: Subquery, now: datetime, settle_seconds: float) -> Any:
 
 
 def _claimable(now: datetime, settle_seconds: float) -> Select[Any]:
-    waiting = _waiting()
+    waiting = _waiting(detail_due=True)
     return (
         _joined_waiting([WA], waiting)
         .where(_lease_free(now), _settled(waiting, now, settle_seconds))
@@ -159,7 +169,7 @@ def _claimable(now: datetime, settle_seconds: float) -> Select[Any]:
 def any_claimable(session: Session, *, settle_seconds: float = 0.0) -> bool:
     """Whether some window is waiting (a plain read: takes no lock)."""
     now = database_now(session)
-    waiting = _waiting()
+    waiting = _waiting(detail_due=True)
     found = session.scalar(
         _joined_waiting([WA.model_id], waiting)
         .where(_lease_free(now), _settled(waiting, now, settle_seconds))
@@ -242,10 +252,12 @@ def fence(
     release_only: bool = False,
     folded: Mapping[str, Any] | None = None,
     batch_ids: Sequence[uuid.UUID] = (),
+    detail_due_at: datetime | None = None,
 ) -> int | None:
     """Lock the claimed row if ``claim`` still holds it; end the lease; fold.
 
-    Unless ``release_only``, the dirty mark is cleared. With ``folded`` (the
+    Unless ``release_only``, the dirty mark is cleared and the detail due time
+    set to ``detail_due_at`` (None after a full refresh). With ``folded`` (the
     aggregate's column values with the claimed deltas added), the row takes
     those values, ``version`` + 1 and ``batches`` + ``len(batch_ids)``, and
     the deltas ``batch_ids`` of the window are deleted: every one of them,
@@ -260,7 +272,7 @@ def fence(
     """
     values: dict[str, Any] = {"lease_expires_at": None}
     if not release_only:
-        values.update(dirty=False, dirty_since=None)
+        values.update(dirty=False, dirty_since=None, detail_due_at=detail_due_at)
     if folded is not None:
         values.update(folded)
         values.update(version=WA.version + 1, batches=WA.batches + len(batch_ids))
@@ -324,12 +336,15 @@ def upsert_window_metrics(
     status: str,
     computed_at: datetime,
     document: Mapping[str, Any],
+    keep: Collection[str] = (),
 ) -> None:
     """Store the result computed from aggregate ``version`` (call after :func:`fence`).
 
     ``document`` holds the columns ``metrics``, ``drift``, ``curves``,
-    ``intervals``, ``reasons``, ``estimate`` and ``error``. An existing row computed from a
-    newer aggregate version is never replaced.
+    ``intervals``, ``reasons``, ``estimate``, ``error``, ``detail_version`` and
+    ``detail_computed_at``. An existing row computed from a
+    newer aggregate version is never replaced. The columns ``keep`` of an
+    existing row stay as they are (a summary refresh keeps the stored detail).
     """
     values = {
         "model_id": claim.model_id,
@@ -345,12 +360,16 @@ def upsert_window_metrics(
         "reasons": document.get("reasons"),
         "estimate": document.get("estimate"),
         "error": document.get("error"),
+        "detail_version": document.get("detail_version"),
+        "detail_computed_at": document.get("detail_computed_at"),
     }
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     stmt = insert(WindowMetrics).values(**values)
     updated = {
-        k: stmt.excluded[k] for k in values if k not in ("model_id", "segment", "window_start")
+        k: stmt.excluded[k]
+        for k in values
+        if k not in ("model_id", "segment", "window_start") and k not in keep
     }
     session.execute(
         stmt.on_conflict_do_update(
@@ -373,6 +392,18 @@ def stored_version(session: Session, claim: Claim) -> int | None:
     return None if value is None else int(value)
 
 
+def stored_intervals(session: Session, claim: Claim) -> dict[str, Any] | None:
+    """The intervals of the claimed window's stored result (None: none stored)."""
+    value = session.scalar(
+        select(WindowMetrics.intervals).where(
+            WindowMetrics.model_id == claim.model_id,
+            WindowMetrics.segment == claim.segment,
+            WindowMetrics.window_start == claim.window_start,
+        )
+    )
+    return None if value is None else dict(value)
+
+
 def invalidate_windows(
     session: Session,
     model_id: int,
@@ -382,6 +413,7 @@ def invalidate_windows(
     start_from: datetime | None = None,
     start_to: datetime | None = None,
     exclude: tuple[datetime, datetime] | None = None,
+    detail_due: bool = False,
 ) -> int:
     """Mark windows for recomputation although their aggregate did not change.
 
@@ -406,6 +438,9 @@ def invalidate_windows(
         Restrict to windows starting in [start_from, start_to).
     exclude : (datetime, datetime), optional
         Skip windows starting in this half-open range (the reference itself).
+    detail_due : bool
+        Also make the detail tier due now (a settings change: the stored curves
+        were computed with the old settings; a reference change leaves them valid).
 
     Returns
     -------
@@ -440,10 +475,18 @@ def invalidate_windows(
             dirty_since=func.coalesce(WA.dirty_since, now),
             lease_expires_at=None,
             claim_attempt=WA.claim_attempt + 1,
+            **_due_now(now, detail_due),
         )
         .execution_options(synchronize_session=False)
     )
     return len(keys)
+
+
+def _due_now(now: datetime, detail_due: bool) -> dict[str, Any]:
+    if not detail_due:
+        return {}
+    at = literal(now, WA.detail_due_at.type)
+    return {"detail_due_at": case((WA.detail_due_at < at, WA.detail_due_at), else_=at)}
 
 
 @dataclass(frozen=True)

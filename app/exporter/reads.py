@@ -86,6 +86,9 @@ class LatestWindow:
     intervals: Mapping[str, Any]
     reasons: Mapping[str, str]
     drift: Mapping[str, Any] | None
+    detail_current: bool = True
+    """The detail tier's intervals are of the same version as the metrics (the SLA
+    judges the others by their point value: app/services/sla_objectives.py)."""
 
 
 @dataclass(frozen=True)
@@ -248,6 +251,7 @@ def read_latest_windows(
         _as_text(WM.intervals),
         _as_text(WM.reasons),
         _as_text(WM.drift),
+        WM.detail_version == WM.aggregate_version,
     )
     if only is None:
         statements = [_latest(*documents)]
@@ -269,6 +273,7 @@ def read_latest_windows(
             intervals=_json(r[8]) or {},
             reasons=_json(r[9]) or {},
             drift=_json(r[10]),
+            detail_current=bool(r[11]),
         )
         for statement in statements
         for r in session.execute(statement).all()

@@ -85,7 +85,13 @@ def window_series(model: ModelRow, segment: str, window: LatestWindow) -> Series
     out[names.WINDOW_END].append((labels, end.timestamp()))
     _add_drift(out, labels, window.drift)
     for objective in model.objectives:
-        result = evaluate_objective(objective, window.metrics, window.intervals, window.reasons)
+        result = evaluate_objective(
+            objective,
+            window.metrics,
+            window.intervals,
+            window.reasons,
+            detail_current=window.detail_current,
+        )
         gauge = SLA_GAUGE.get(result.status)
         if gauge is not None:
             out[names.SLA_MET].append(((*labels, *objective_labels(objective)), gauge))

@@ -105,6 +105,8 @@ def window_outcomes(
     flags: Sequence[Outcome],
     metrics: Mapping[str, Any],
     intervals: Mapping[str, Any],
+    *,
+    detail_current: bool = True,
 ) -> Outcomes:
     """The conditions of one stored window (pure).
 
@@ -118,10 +120,14 @@ def window_outcomes(
         The stored values and intervals of (at least) the metrics the
         objectives read, as in :func:`app.services.sla_objectives.evaluate_objective`,
         which gives each objective's status.
+    detail_current : bool
+        The detail tier's intervals are of the metrics' version (else they do not decide).
     """
     breached = []
     for objective in objectives:
-        status = evaluate_objective(objective, metrics, intervals).status
+        status = evaluate_objective(
+            objective, metrics, intervals, detail_current=detail_current
+        ).status
         breached.append(
             None if status == SlaStatus.INSUFFICIENT_DATA else status == SlaStatus.BREACHED
         )
@@ -140,11 +146,12 @@ def read_outcomes(
     """
     names = sorted({o.evaluated_as for key in keys for o in objectives[key[0]]})
     columns = [WM.drift[(kind, "flag")].as_boolean() for kind in DRIFT_KINDS]
+    columns.append(WM.detail_version == WM.aggregate_version)
     for name in names:
         columns.append(WM.metrics[name].as_float())
         columns.append(WM.intervals[(name, "lower")].as_float())
         columns.append(WM.intervals[(name, "upper")].as_float())
-    first = 4 + len(DRIFT_KINDS)
+    first = 5 + len(DRIFT_KINDS)
     out: dict[StoredKey, Outcomes] = {}
     for i in range(0, len(keys), KEYS_PER_QUERY):
         wanted = [(m, seg, start) for m, seg, start, _ in keys[i : i + KEYS_PER_QUERY]]
@@ -162,8 +169,10 @@ def read_outcomes(
                 name: {"lower": values[3 * j + 1], "upper": values[3 * j + 2]}
                 for j, name in enumerate(names)
             }
-            flags = tuple(row[4:first])
-            out[key] = window_outcomes(objectives[key[0]], flags, metrics, intervals)
+            flags, current = tuple(row[4 : first - 1]), bool(row[first - 1])
+            out[key] = window_outcomes(
+                objectives[key[0]], flags, metrics, intervals, detail_current=current
+            )
     return out
 
 

@@ -156,7 +156,7 @@ def _apply_update(session: Session, model: Model, data: ModelUpdate, now: dateti
     model.updated_at = now
     if sent & RECOMPUTE_ON_CHANGE:
         # stored window results depend on these: the worker recomputes them
-        invalidate_windows(session, model.id, now=now)
+        invalidate_windows(session, model.id, now=now, detail_due=True)
 
 
 def list_models(session: Session) -> Sequence[Model]:

@@ -250,8 +250,10 @@ def window_results(
             )
             for o in objectives
         )
+    w, current = window, window.detail_current
     return tuple(
-        evaluate_objective(o, window.metrics, window.intervals, window.reasons) for o in objectives
+        evaluate_objective(o, w.metrics, w.intervals, w.reasons, detail_current=current)
+        for o in objectives
     )
 
 

@@ -20,7 +20,7 @@ has no interval: :func:`has_interval`) the point value alone decides.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
@@ -51,6 +51,21 @@ that are labeling metrics; a test keeps the two lists equal)."""
 AREAS_WITH_INTERVALS = frozenset({"auc_roc", "gini", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift"})
 """Curve metrics the worker stores a bootstrap interval for (app/services/window_compute.py;
 ``calibrated_auc_pr`` and ``ks`` have none, docs/intervals.md)."""
+
+
+DETAIL_INTERVALS = frozenset(
+    {*OPS_WITH_INTERVALS, *AREAS_WITH_INTERVALS, "ks", "calibrated_auc_pr"}
+)
+"""Intervals of the worker's detail tier (app/services/window_compute.py): between two
+full refreshes they are carried over from the last one, whose aggregate version the
+window's detail stamp gives (docs/worker.md, "Tiered refresh"); ``ks`` and
+``calibrated_auc_pr`` are stored with null bounds and a reason."""
+
+STALE_DETAIL_REASON = (
+    "{name} has no credible interval of the current data (its interval is from an older "
+    "detail refresh): the point value decides"
+)
+"""The reason of an objective decided by its point value because its interval is older."""
 
 
 def has_interval(name: str) -> bool:
@@ -213,6 +228,8 @@ def evaluate_objective(
     metrics: Mapping[str, Any],
     intervals: Mapping[str, Any] | None = None,
     reasons: Mapping[str, str] | None = None,
+    *,
+    detail_current: bool = True,
 ) -> ObjectiveResult:
     """Compare a window's stored value of the objective's metric with its target.
 
@@ -225,6 +242,11 @@ def evaluate_objective(
         Credible intervals by metric name.
     reasons : mapping of str to str, optional
         Why a None metric is None.
+    detail_current : bool
+        False when the window's detail tier (the intervals of
+        :data:`DETAIL_INTERVALS`) is older than its metrics: an objective on
+        such a metric is then decided by the point value (evidence ``point``,
+        reason :data:`STALE_DETAIL_REASON`), so no verdict mixes versions.
 
     Returns
     -------
@@ -237,6 +259,9 @@ def evaluate_objective(
     value = metrics.get(name)
     bounds = (intervals or {}).get(name) or {}
     lower, upper = bounds.get("lower"), bounds.get("upper")
+    stale = not detail_current and name in DETAIL_INTERVALS and objective.evidence == INTERVAL
+    if stale:
+        objective, lower, upper = replace(objective, requested=POINT), None, None
     if value is None:
         reason = (reasons or {}).get(name)
         if reason is None and name not in metrics:
@@ -244,7 +269,7 @@ def evaluate_objective(
         return ObjectiveResult(objective, None, lower, upper, SlaStatus.INSUFFICIENT_DATA, reason)
     value = float(value)
     status = objective.status(value, lower, upper)
-    reason = None
+    reason = STALE_DETAIL_REASON.format(name=name) if stale else None
     if status == SlaStatus.INCONCLUSIVE and (lower is None or upper is None):
         reason = f"no credible interval of {name} in this window"
     return ObjectiveResult(objective, value, lower, upper, status, reason)

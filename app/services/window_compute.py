@@ -20,17 +20,25 @@ A metric that needs a class with fewer than ``min_class_count`` examples in
 the window is ``None`` with reason ``"insufficient_data"``; a metric whose
 formula is undefined is ``None`` with the registry's reason.
 
+Tiers: the summary (metrics, reasons, the labeling metrics' credible
+intervals at pi0, drift verdict, label-free estimate) is computed on every
+refresh; the detail (curves, the ``ops_*`` and curve-area intervals) only
+when the worker decides so (app/services/refresh_tier.py). A full result is
+the summary plus the detail, from one code path.
+
 Determinism: the result is a function of the sums alone. The random draws of
-the credible intervals use a generator seeded from a hash of the sums
-(:func:`~app.services.window_sums.sums_seed`), so the same aggregate gives
-bit-identical results in any process, and a recomputation changes nothing.
+the intervals use generators seeded from a hash of the sums
+(:func:`~app.services.window_sums.sums_seed`; the detail tier's with the
+seed and :data:`DETAIL_STREAM`), so the same aggregate gives bit-identical
+results in any process, whether a tier is computed alone or with the other,
+and a recomputation changes nothing.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -115,6 +123,11 @@ class WindowResult:
 
     A window with unlabelled rows only has no metrics, intervals or curves,
     and the drift verdict "none" with status "insufficient_data".
+
+    The result comes in two tiers (:func:`compute_window_result`, ``detail``):
+    the summary (metrics, reasons, the labeling metrics' credible intervals at
+    pi0, drift, estimate) and the detail (curves, the ``ops_*`` and curve-area
+    intervals), about three quarters of the cost.
     """
 
     metrics: dict[str, float | None]
@@ -123,6 +136,10 @@ class WindowResult:
     drift: dict[str, Any]
     curves: dict[str, Any] | None = field(default=None)
     estimate: dict[str, Any] | None = field(default=None)
+    detail: bool = field(default=True)
+    """False for the summary tier: ``curves`` is None and ``intervals`` holds
+    only the credible intervals of the labeling metrics at pi0 (none of
+    :data:`~app.services.sla_objectives.DETAIL_INTERVALS`)."""
 
 
 def compute_window_result(
@@ -132,6 +149,7 @@ def compute_window_result(
     *,
     in_reference_period: bool = False,
     rng: np.random.Generator | None = None,
+    detail: bool = True,
 ) -> WindowResult:
     """Compute a window's metrics, intervals, drift verdict and curves from its sums.
 
@@ -149,8 +167,15 @@ def compute_window_result(
     in_reference_period : bool
         The window belongs to the reference period: its verdict is "reference".
     rng : numpy Generator, optional
-        Source of the interval draws; by default seeded from the sums
-        (:func:`~app.services.window_sums.sums_seed`), which makes the result deterministic.
+        Source of the interval draws of both tiers. By default each tier has
+        its own generator seeded from the sums
+        (:func:`~app.services.window_sums.sums_seed`, and the tier), which makes
+        the result deterministic and a tier's values the same whether it is
+        computed alone or with the other.
+    detail : bool
+        False: the summary tier alone (:attr:`WindowResult.detail`). The full
+        result is that summary plus the detail tier (curves, ``ops_*`` and
+        curve-area intervals).
 
     Returns
     -------
@@ -166,16 +191,48 @@ def compute_window_result(
             "detail": "the window has no labelled rows",
         }
         estimate = estimate_document(model, window.unlabelled, ref_hists, None)
-        return WindowResult({}, {}, {}, no_labels, None, estimate)
-    rng = rng if rng is not None else np.random.default_rng(sums_seed(window))
+        return WindowResult({}, {}, {}, no_labels, None, estimate, detail)
+    summary_rng, detail_rng = _generators(window, rng)
     curve = _curve(model, window)
     metrics = _metrics(model, window, curve)
     reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
-    intervals = _intervals(model, window, metrics, rng)
+    intervals = _labeling_intervals(model, window, metrics, summary_rng)
     drift = _drift(model, window, reference, in_reference_period)
-    curves = None if curve is None else _curves(model, curve)
     estimate = estimate_document(model, window.unlabelled, ref_hists, metrics)
-    return WindowResult(metrics, reasons, intervals, drift, curves, estimate)
+    summary = WindowResult(metrics, reasons, intervals, drift, None, estimate, detail=False)
+    if not detail:
+        return summary
+    curves, detail_intervals = _detail(model, window, curve, metrics, detail_rng)
+    return replace(summary, intervals={**intervals, **detail_intervals}, curves=curves, detail=True)
+
+
+DETAIL_STREAM = 1
+"""Appended to the sums' seed for the detail tier's generator (the summary's has the seed
+alone, as before tiers existed)."""
+
+
+def _generators(
+    window: WindowSums, rng: np.random.Generator | None
+) -> tuple[np.random.Generator, np.random.Generator]:
+    """The generators of the summary and the detail tier (``rng`` for both, if given)."""
+    if rng is not None:
+        return rng, rng
+    seed = sums_seed(window)
+    return np.random.default_rng(seed), np.random.default_rng([seed, DETAIL_STREAM])
+
+
+def _detail(
+    model: ModelConfig,
+    window: WindowSums,
+    curve: CurveCounts | None,
+    metrics: Mapping[str, float | None],
+    rng: np.random.Generator,
+) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
+    """The detail tier: curves, and the ``ops_*`` and curve-area intervals."""
+    curves = None if curve is None else _curves(model, curve)
+    intervals = _ops_intervals(window, metrics, rng)
+    intervals.update(_area_intervals(model, window, metrics, rng))
+    return curves, intervals
 
 
 def _histograms(window: WindowSums | None) -> tuple[Counts, Counts] | None:
@@ -262,31 +319,20 @@ def _interval_doc(low: float, high: float, reason: str | None = None) -> dict[st
     return doc
 
 
-def _intervals(
+def _labeling_intervals(
     model: ModelConfig,
     window: WindowSums,
     metrics: Mapping[str, float | None],
     rng: np.random.Generator,
 ) -> dict[str, dict[str, Any]]:
-    """Credible intervals of the prior-invariant metrics (docs/worker.md, "Intervals").
+    """Credible intervals of the labeling metrics at the primary threshold (summary tier).
 
-    * labeling metrics at the primary threshold (Brodersen et al., Jeffreys
-      rule with the boundary modification): the prior-free ones (recall,
-      specificity, balanced_accuracy, ...; specificity and fpr also in a
-      window without positives) and every ``calibrated_<name>`` from one
-      posterior of (alpha, beta) at pi0;
-    * ``ops_<labeling>``: OPS of the raw metric's interval ends (the prior
-      drawn with the rates) over the window prior's interval;
-    * curve areas (auc_roc, gini, and the areas behind ops_auc_*): BCa
-      bootstrap of the histograms (Poisson: class totals vary), null with a
-      reason where it does not cover (:data:`NO_AREA_INTERVAL`), coarsened to at most
-      :data:`BOOTSTRAP_BINS` bins at the quantiles of the two classes
-      (resampling 10,000 fine bins costs 100 times more for the same
-      interval), shifted by the point estimate's discretisation error so that
-      the interval is centred on the fine-bin value.
-
-    Only metrics with a value get an interval; no interval is given at the
-    other thresholds.
+    Brodersen et al., Jeffreys rule with the boundary modification: the
+    prior-free ones (recall, specificity, balanced_accuracy, ...; specificity
+    and fpr also in a window without positives) and every
+    ``calibrated_<name>`` from one posterior of (alpha, beta) at pi0. Only
+    metrics with a value get an interval; none at the other thresholds
+    (docs/worker.md, "Intervals").
     """
     primary = window.confusion[0]
     out: dict[str, dict[str, Any]] = {}
@@ -300,13 +346,23 @@ def _intervals(
     for name, key in wanted.items():
         if metrics.get(key) is not None:
             out[key] = _interval_doc(*at_pi0[name])
+    return out
+
+
+def _ops_intervals(
+    window: WindowSums, metrics: Mapping[str, float | None], rng: np.random.Generator
+) -> dict[str, dict[str, Any]]:
+    """``ops_<labeling>`` intervals (detail tier): OPS of the raw metric's interval
+    ends (the prior drawn with the rates) over the window prior's interval."""
+    primary = window.confusion[0]
+    out: dict[str, dict[str, Any]] = {}
     ops_labeling = [m for m in OPS_METRICS if m in LABELING_METRICS and metrics.get(f"ops_{m}")]
-    if ops_labeling:
-        raw = credible_intervals(primary, ops_labeling, rng=rng, level=INTERVAL_LEVEL)
-        prior = rate_interval(primary.positives, primary.n, INTERVAL_LEVEL)
-        for name in ops_labeling:
-            out[f"ops_{name}"] = _interval_doc(*ops_interval(name, raw[name], prior))
-    out.update(_area_intervals(model, window, metrics, rng))
+    if primary.n == 0 or not ops_labeling:
+        return out
+    raw = credible_intervals(primary, ops_labeling, rng=rng, level=INTERVAL_LEVEL)
+    prior = rate_interval(primary.positives, primary.n, INTERVAL_LEVEL)
+    for name in ops_labeling:
+        out[f"ops_{name}"] = _interval_doc(*ops_interval(name, raw[name], prior))
     return out
 
 
@@ -330,6 +386,13 @@ def _area_intervals(
     metrics: Mapping[str, float | None],
     rng: np.random.Generator,
 ) -> dict[str, dict[str, Any]]:
+    """Curve-area intervals (detail tier): auc_roc, gini, and the areas behind
+    ops_auc_*: a BCa Poisson bootstrap of the histograms (class totals vary),
+    coarsened to at most :data:`BOOTSTRAP_BINS` bins at the quantiles of the two
+    classes (resampling 10,000 fine bins costs 100 times more for the same
+    interval) and shifted by the point estimate's discretisation error so that
+    the interval is centred on the fine-bin value; null with a reason where no
+    interval covers (:data:`NO_AREA_INTERVAL`) or a class is scarce."""
     if window.hist_positives is None or window.hist_negatives is None:
         return {}
     pos = window.hist_positives.astype(np.float64)

@@ -131,6 +131,12 @@ class WindowView:
     estimate : dict or None
         The label-free estimate from the unlabelled rows (docs/estimation.md);
         None without unlabelled rows or without a drift reference.
+    detail_version, detail_computed_at : int or None, datetime or None
+        The stamp of the detail tier (curves, the ``ops_*`` and curve-area
+        intervals): the aggregate version it was computed from and when. Older
+        than ``aggregate_version`` after a summary refresh; None while a window
+        has no detail yet. A merged window's detail is computed with it
+        (``detail_computed_at`` = ``computed_at``, no version).
     """
 
     start: datetime
@@ -151,11 +157,29 @@ class WindowView:
     error: str | None = None
     n_unlabelled: int = 0
     estimate: dict[str, Any] | None = None
+    detail_version: int | None = None
+    detail_computed_at: datetime | None = None
 
     @property
     def prior(self) -> float | None:
         """pi = P / n of the window (None when empty)."""
         return self.positives / self.n if self.n > 0 else None
+
+    @property
+    def detail_current(self) -> bool:
+        """The detail tier was computed from the same aggregate version as the metrics
+        (always, for a merged window: both are computed now)."""
+        return self.detail_computed_at is not None and self.detail_version == self.aggregate_version
+
+    def detail(self) -> dict[str, Any] | None:
+        """The detail stamp as the API shows it, or None (no detail yet)."""
+        if self.detail_computed_at is None:
+            return None
+        return {
+            "aggregate_version": self.detail_version,
+            "computed_at": iso(self.detail_computed_at),
+            "current": self.detail_current,
+        }
 
     def to_dict(self, *, with_curves: bool = False) -> dict[str, Any]:
         """The contract's JSON shape (datetimes as ISO 8601 UTC strings)."""
@@ -177,6 +201,7 @@ class WindowView:
             "merged_windows": self.merged_windows,
             "n_unlabelled": self.n_unlabelled,
             "estimate": self.estimate,
+            "detail": self.detail(),
         }
         if self.error is not None:
             out["error"] = self.error
@@ -226,6 +251,8 @@ def _stored_columns(unfolded: Subquery, with_curves: bool) -> list[Any]:
         WM.error,
         (WA.n_unlabelled + func.coalesce(unfolded.c.n_unlabelled, 0)).label("n_unlabelled"),
         WM.estimate,
+        WM.detail_version,
+        WM.detail_computed_at,
     ]
     if with_curves:
         columns.append(WM.curves)
@@ -281,6 +308,8 @@ def _stored_view(model: ModelConfig, key: str, row: Any, *, with_curves: bool) -
         error=row.error,
         n_unlabelled=int(row.n_unlabelled),
         estimate=row.estimate if has_result else None,
+        detail_version=None if row.detail_version is None else int(row.detail_version),
+        detail_computed_at=row.detail_computed_at,
     )
 
 
@@ -400,6 +429,7 @@ def _merged_view(
         merged_windows=len(rows),
         n_unlabelled=sums.n_unlabelled,
         estimate=result.estimate,
+        detail_computed_at=now,
     )
 
 

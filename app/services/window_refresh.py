@@ -9,10 +9,13 @@ while computing. The SQL is in :mod:`app.db.queue`; the computation in
   the sums plus exactly those deltas (:func:`app.services.deltas.fold`) are
   what the window is computed on.
 * :func:`compute_claimed` loads the drift reference (the sum of the reference
-  windows of the same segment, cached by their versions) and computes.
+  windows of the same segment, cached by their versions) and computes: the
+  full result when the window's detail is due, else the summary
+  (:mod:`app.services.refresh_tier`).
 * :func:`persist_result` fences the completion on the claim attempt and, in
   the same transaction, folds the claimed deltas into the aggregate (new
-  version; the deltas deleted) and stores the result with that version.
+  version; the deltas deleted) and stores the result with that version (a
+  summary keeps the stored detail: :mod:`app.services.window_document`).
   When the window's data changed and other windows use it as their drift
   reference, those are marked for recomputation in the same transaction.
 """
@@ -37,8 +40,11 @@ from app.db.session import write_transaction
 from app.services.deltas import Delta, Folded, aggregate_columns, exact_of, fold
 from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
+from app.services.refresh_tier import detail_due, next_detail_due
 from app.services.window_compute import WindowResult, compute_window_result
+from app.services.window_document import KEPT_BY_SUMMARY, window_document
 from app.services.window_sums import WindowSums
+from app.services.windowing import window_length
 from app.statuses import StoredStatus
 
 log = logging.getLogger("priorwatch.worker")
@@ -56,6 +62,8 @@ class ClaimedWindow:
     model: ModelConfig
     folded: Folded
     batch_ids: tuple[uuid.UUID, ...]
+    detail_due_at: datetime | None = None
+    """The row's detail due time at the claim (app/services/refresh_tier.py)."""
 
     @property
     def sums(self) -> WindowSums:
@@ -106,7 +114,9 @@ def claim_window(
             model.n_bins,
             stored_unlabelled=row.n_unlabelled,
         )
-        claimed = ClaimedWindow(claim, model, folded, tuple(d.batch_id for d in deltas))
+        claimed = ClaimedWindow(
+            claim, model, folded, tuple(d.batch_id for d in deltas), row.detail_due_at
+        )
     return claimed
 
 
@@ -151,9 +161,14 @@ class ReferenceCache:
 
 
 def compute_claimed(
-    session: Session, claimed: ClaimedWindow, cache: ReferenceCache
+    session: Session,
+    claimed: ClaimedWindow,
+    cache: ReferenceCache,
+    *,
+    detail_interval_seconds: float = 0.0,
 ) -> WindowResult:
-    """Load the window's drift reference (read-only) and compute its result."""
+    """Load the window's drift reference (read-only) and compute its result: full when
+    its detail is due (:func:`app.services.refresh_tier.detail_due`), else the summary."""
     claim, model = claimed.claim, claimed.model
     period = reference_period(model, claim.window_start)
     reference = None
@@ -167,22 +182,26 @@ def compute_claimed(
         claimed.sums,
         reference,
         in_reference_period=period is not None and period.contains_window,
+        detail=detail_due(
+            now=claim.claimed_at,
+            window_end=_window_end(claimed),
+            detail_due_at=claimed.detail_due_at,
+            detail_interval_seconds=detail_interval_seconds,
+        ),
     )
 
 
-def _document(result: WindowResult) -> dict[str, Any]:
-    return {
-        "metrics": result.metrics,
-        "reasons": result.reasons,
-        "intervals": result.intervals,
-        "drift": result.drift,
-        "curves": result.curves,
-        "estimate": result.estimate,
-    }
+def _window_end(claimed: ClaimedWindow) -> datetime:
+    return claimed.claim.window_start + window_length(claimed.model.window)
 
 
 def persist_result(
-    session: Session, claimed: ClaimedWindow, result: WindowResult | None, error: str | None = None
+    session: Session,
+    claimed: ClaimedWindow,
+    result: WindowResult | None,
+    error: str | None = None,
+    *,
+    detail_interval_seconds: float = 0.0,
 ) -> Outcome:
     """Store ``result`` (or ``error``) for the claimed window, fenced (one transaction).
 
@@ -192,13 +211,26 @@ def persist_result(
         The computed result; None together with ``error`` when the computation
         failed (stored with status "error"; the window is not retried until
         its aggregate changes, since the computation is deterministic).
+        A summary result keeps the stored detail
+        (:func:`app.services.window_document.window_document`) and sets the
+        window's detail due time; a full one (or an error) clears it.
     """
     claim = claimed.claim
     folded = (
         aggregate_columns(claimed.folded, claimed.model.thresholds) if claimed.batch_ids else None
     )
+    due = None
+    if result is not None and not result.detail:
+        due = next_detail_due(
+            now=claim.claimed_at,
+            window_end=_window_end(claimed),
+            detail_due_at=claimed.detail_due_at,
+            detail_interval_seconds=detail_interval_seconds,
+        )
     with write_transaction(session):
-        version = queue.fence(session, claim, folded=folded, batch_ids=claimed.batch_ids)
+        version = queue.fence(
+            session, claim, folded=folded, batch_ids=claimed.batch_ids, detail_due_at=due
+        )
         if version is None:
             return Outcome.FENCED_OUT
         previous = queue.stored_version(session, claim)
@@ -206,9 +238,17 @@ def persist_result(
         if result is None:
             status, document = StoredStatus.ERROR, {"error": error or "computation failed"}
         else:
-            status, document = StoredStatus.FRESH, _document(result)
+            stored = None if result.detail else queue.stored_intervals(session, claim)
+            status = StoredStatus.FRESH
+            document = window_document(result, stored, version=version, computed_at=now)
         queue.upsert_window_metrics(
-            session, claim, version=version, status=status, computed_at=now, document=document
+            session,
+            claim,
+            version=version,
+            status=status,
+            computed_at=now,
+            document=document,
+            keep=KEPT_BY_SUMMARY if result is not None and not result.detail else (),
         )
         if previous is None or previous < version:
             _invalidate_dependents(session, claimed, now)
@@ -238,10 +278,21 @@ def _invalidate_dependents(session: Session, claimed: ClaimedWindow, now: dateti
         )
 
 
-def refresh_claimed(session: Session, claimed: ClaimedWindow, cache: ReferenceCache) -> Outcome:
-    """Compute and persist a claimed window; a failing computation is stored as an error."""
+def refresh_claimed(
+    session: Session,
+    claimed: ClaimedWindow,
+    cache: ReferenceCache,
+    *,
+    detail_interval_seconds: float = 0.0,
+) -> Outcome:
+    """Compute and persist a claimed window; a failing computation is stored as an error.
+
+    ``detail_interval_seconds`` (the worker setting; 0: every refresh is full)
+    bounds how long the detail tier lags the data (app/services/refresh_tier.py).
+    """
+    interval = detail_interval_seconds
     try:
-        result = compute_claimed(session, claimed, cache)
+        result = compute_claimed(session, claimed, cache, detail_interval_seconds=interval)
     except Exception as exc:
         if _is_database_error(exc):
             raise  # infrastructure, not the window: let the loop back off
@@ -252,7 +303,7 @@ def refresh_claimed(session: Session, claimed: ClaimedWindow, cache: ReferenceCa
             claimed.claim.window_start.isoformat(),
         )
         return persist_result(session, claimed, None, f"{type(exc).__name__}: {exc}")
-    return persist_result(session, claimed, result)
+    return persist_result(session, claimed, result, detail_interval_seconds=interval)
 
 
 def release_claimed(session: Session, claimed: ClaimedWindow) -> bool:

@@ -46,6 +46,9 @@ class DatabaseJobs:
         Time between two housekeeping runs of this worker.
     settle_seconds : float
         Claim a window only once its oldest waiting change is this old.
+    detail_interval_seconds : float
+        Longest lag of an open window's detail tier behind its data (0: every
+        refresh is full; app/services/refresh_tier.py).
     """
 
     def __init__(
@@ -56,12 +59,14 @@ class DatabaseJobs:
         batch_retention_hours: float = 168.0,
         housekeeping_interval_seconds: float = 300.0,
         settle_seconds: float = 0.0,
+        detail_interval_seconds: float = 0.0,
     ) -> None:
         self.session_factory = session_factory
         self.lease_seconds = lease_seconds
         self.batch_retention = timedelta(hours=batch_retention_hours)
         self.housekeeping_interval_seconds = housekeeping_interval_seconds
         self.settle_seconds = settle_seconds
+        self.detail_interval_seconds = detail_interval_seconds
         self.cache = ReferenceCache()
         self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
         self._next_housekeeping = time.monotonic()
@@ -93,7 +98,9 @@ class DatabaseJobs:
 
     def run(self, job: ClaimedWindow) -> None:
         with self.session_factory() as session:
-            outcome = refresh_claimed(session, job, self.cache)
+            outcome = refresh_claimed(
+                session, job, self.cache, detail_interval_seconds=self.detail_interval_seconds
+            )
         self.outcomes[outcome] += 1
 
     def release(self, job: ClaimedWindow) -> None:

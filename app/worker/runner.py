@@ -40,6 +40,7 @@ def build_loop(
         batch_retention_hours=worker_settings.batch_retention_hours,
         housekeeping_interval_seconds=worker_settings.housekeeping_interval_seconds,
         settle_seconds=worker_settings.settle_seconds,
+        detail_interval_seconds=worker_settings.detail_interval_seconds,
     )
     return WorkerLoop(
         jobs,  # type: ignore[arg-type]

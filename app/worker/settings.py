@@ -46,6 +46,13 @@ class WorkerSettings(BaseSettings):
         "that one computation folds the deltas of this span (a window under steady "
         "traffic is refreshed about once per settle interval)",
     )
+    detail_interval_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="longest lag of a window's detail tier (curves, ops_* and curve-area "
+        "intervals) behind its data while the window is open: other refreshes compute "
+        "the summary only; a closed window gets one full refresh; 0: every refresh is full",
+    )
     batch_retention_hours: float = Field(
         default=168.0,
         ge=24,

@@ -179,6 +179,7 @@ def test_read_side_returns_typed_windows_and_sla(api: Any, client: TestClient) -
         assert windows[0].metrics["recall"] == windows[0].raw["metrics"]["recall"]
         one = pw.window(start)
         assert one is not None and one.curves is not None and one.n == 2000
+        assert one.detail is not None and one.detail["current"]  # a closed window: full
         assert pw.window(start - timedelta(hours=5)) is None
         report = pw.sla(from_=start, to=start + timedelta(hours=2))
         assert report.model == "fraud" and len(report.windows) == 2

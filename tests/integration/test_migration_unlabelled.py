@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from _migration_support import database_at
 from alembic import command
 
 from app.db.migrate import alembic_config, upgrade_to_head
@@ -28,22 +29,9 @@ INSERT_DELTA = sa.text(
 def old_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database at revision 0003 holding a model, a folded batch (aggregate and result)
     and an unfolded one (its delta, in a window whose aggregate is still empty)."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'old.db'}"
-    else:
-        url = request.getfixturevalue("empty_postgres_url")
-    command.upgrade(alembic_config(url), "0003")
-    engine = sa.create_engine(url)
+    url, engine = database_at(request, tmp_path, "0003", T0)
     hist = np.arange(4, dtype="<i8").tobytes()
     with engine.begin() as conn:
-        conn.execute(
-            sa.text(
-                'INSERT INTO model (id, name, "window", thresholds, pi0, segments, sla, drift,'
-                " n_bins, bin_edges, created_at, updated_at) VALUES (1, 'm', '1h', '[0.5]', 0.1,"
-                " '[]', '[]', '{}', 4, :edges, :t, :t)"
-            ),
-            {"edges": np.linspace(0, 1, 5).astype("<f8").tobytes(), "t": T0},
-        )
         conn.execute(
             sa.text(
                 "INSERT INTO batch (model_id, id, request_hash, kind, event_at, window_start, n,"

@@ -41,6 +41,7 @@ FAST = WorkerSettings(
     poll_interval_seconds=0.02,
     lease_seconds=30.0,
     warm_up=False,
+    detail_interval_seconds=0.0,  # every refresh full: results equal compute_window_result's
 )
 
 

@@ -108,7 +108,16 @@ class WindowOut(BaseModel):
     aggregate_version: int | None
     merged_windows: int
     curves: dict[str, Any] | None = Field(
-        default=None, description="single-window view only: roc, pr, calibrated_pr, oprc"
+        default=None,
+        description="single-window view only: roc, pr, calibrated_pr, oprc (from the detail "
+        "refresh the detail stamp describes)",
+    )
+    detail: dict[str, Any] | None = Field(
+        default=None,
+        description='{"aggregate_version", "computed_at", "current"}: when the curves and the '
+        "ops_* and curve-area intervals were computed, and from which aggregate version; "
+        "older than the metrics between two full refreshes (current false); null while the "
+        'window has no detail yet (docs/worker.md, "Tiered refresh")',
     )
 
 

@@ -1,0 +1,70 @@
+"""Tiered refresh: when a window's refresh computes the detail tier too.
+
+Every refresh computes the summary (counts, metrics, the labeling metrics'
+credible intervals at pi0, drift verdict, label-free estimate); the detail
+(curves, the ``ops_*`` and curve-area intervals: about three quarters of the
+cost) is computed by a **full** refresh only when it is due, and carried
+over from the last full refresh otherwise (:mod:`app.services.window_document`).
+
+The detail is due when
+
+* the window has closed (its end has passed): its first refresh after the
+  end is full, so a closed window's final data gets exactly one full refresh;
+* its due time ``window_aggregate.detail_due_at`` has passed. A summary
+  refresh sets it to the earliest of the time already set, its own time
+  plus ``detail_interval_seconds`` and the window's end (so the detail lags
+  the data by at most the interval); a full refresh clears it.
+  The claim query treats a due time like a waiting change, so a window
+  becomes claimable at its due time without a new batch;
+* ``detail_interval_seconds`` is 0 (every refresh is full, as before tiers).
+
+A fleet's windows all open at the same boundary: their first refreshes are
+summaries and their details fall due spread over the interval after them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+
+def detail_due(
+    *,
+    now: datetime,
+    window_end: datetime,
+    detail_due_at: datetime | None,
+    detail_interval_seconds: float,
+) -> bool:
+    """Whether the refresh claimed at ``now`` computes the detail tier (a full refresh).
+
+    Parameters
+    ----------
+    now : datetime
+        The claim's database time.
+    window_end : datetime
+        The end of the window (start plus the model's window length).
+    detail_due_at : datetime or None
+        The window's due time (None: no detail is due before the window ends).
+    detail_interval_seconds : float
+        The worker setting; 0 makes every refresh full.
+    """
+    if detail_interval_seconds <= 0 or now >= window_end:
+        return True
+    return detail_due_at is not None and detail_due_at <= now
+
+
+def next_detail_due(
+    *,
+    now: datetime,
+    window_end: datetime,
+    detail_due_at: datetime | None,
+    detail_interval_seconds: float,
+) -> datetime:
+    """The due time stored by a summary refresh at ``now`` (module docstring).
+
+    The earliest of the due time already set, ``now`` plus the interval and
+    the window's end: the detail lags the data by at most the interval after
+    the first change it does not include, and refreshes of a busy window do
+    not postpone it.
+    """
+    due = min(now + timedelta(seconds=detail_interval_seconds), window_end)
+    return due if detail_due_at is None else min(due, detail_due_at)

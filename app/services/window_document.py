@@ -1,0 +1,68 @@
+"""The stored document of a window (``window_metrics``) from a computed result.
+
+A full result (both tiers, :attr:`WindowResult.detail`) is stored as it is,
+its detail stamped with the version and time of the result. A summary
+result keeps the stored detail: the columns :data:`KEPT_BY_SUMMARY` (the
+curves and the detail's stamp) are left as they are in the database, and
+the intervals of :data:`~app.services.sla_objectives.DETAIL_INTERVALS` are
+carried over from the stored document, except those of metrics that are now
+None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from app.services.sla_objectives import DETAIL_INTERVALS
+from app.services.window_compute import WindowResult
+
+KEPT_BY_SUMMARY = ("curves", "detail_version", "detail_computed_at")
+"""Columns of ``window_metrics`` a summary refresh leaves as they are stored (the
+detail tier and its stamp; null where nothing is stored yet)."""
+
+
+def window_document(
+    result: WindowResult,
+    stored_intervals: Mapping[str, Any] | None,
+    *,
+    version: int,
+    computed_at: datetime,
+) -> dict[str, Any]:
+    """The columns of ``window_metrics`` for ``result``, computed from aggregate ``version``.
+
+    Parameters
+    ----------
+    result : WindowResult
+        A full or a summary result.
+    stored_intervals : mapping or None
+        The stored document's intervals (read only for a summary result; None:
+        nothing stored).
+
+    Returns
+    -------
+    dict
+        Every column for a full result; without :data:`KEPT_BY_SUMMARY` for a
+        summary (written with :func:`app.db.queue.upsert_window_metrics`'s
+        ``keep``).
+    """
+    document: dict[str, Any] = {
+        "metrics": result.metrics,
+        "reasons": result.reasons,
+        "intervals": result.intervals,
+        "drift": result.drift,
+        "estimate": result.estimate,
+    }
+    if result.detail:
+        document.update(
+            curves=result.curves, detail_version=version, detail_computed_at=computed_at
+        )
+        return document
+    carried = {
+        name: bounds
+        for name, bounds in (stored_intervals or {}).items()
+        if name in DETAIL_INTERVALS and result.metrics.get(name) is not None
+    }
+    document["intervals"] = {**result.intervals, **carried}
+    return document

@@ -1,0 +1,217 @@
+"""Tiered refresh on a real database (SQLite and PostgreSQL, real migrations): summary
+refreshes of open windows, the carried detail and its stamp, the detail due time in the
+claim query, the closing full refresh and the read model."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import numpy as np
+import sqlalchemy as sa
+from _worker_support import (
+    aggregate_rows,
+    metrics_rows,
+    post_batch,
+    register_model,
+    utcnow,
+    window_starts,
+)
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings
+from app.db import queue
+from app.db.models import ALL_SEGMENTS, WindowAggregate
+from app.db.session import write_transaction
+from app.services.model_config import ModelConfig
+from app.services.sla_objectives import DETAIL_INTERVALS
+from app.services.window_compute import compute_window_result
+from app.services.window_read import get_window
+from app.services.window_refresh import ClaimedWindow, ReferenceCache, claim_window, refresh_claimed
+from app.services.windowing import window_length
+
+INTERVAL = 300.0
+OPEN = "1w"
+"""A window that stays open through the test (the current week)."""
+
+
+def refresh(factory: sessionmaker[Session], interval: float = INTERVAL) -> ClaimedWindow | None:
+    """Claim the next window and refresh it as the worker does; None when none is claimable."""
+    with factory() as session:
+        claimed = claim_window(session, lease_seconds=30.0)
+        if claimed is not None:
+            refresh_claimed(session, claimed, ReferenceCache(), detail_interval_seconds=interval)
+        return claimed
+
+
+def set_due(
+    factory: sessionmaker[Session], model: ModelConfig, start: datetime, due: datetime
+) -> None:
+    with factory() as session, write_transaction(session):
+        session.execute(
+            sa.update(WindowAggregate)
+            .where(WindowAggregate.model_id == model.id, WindowAggregate.window_start == start)
+            .values(detail_due_at=due)
+        )
+
+
+def detail_keys(intervals: dict[str, object]) -> set[str]:
+    return set(intervals) & DETAIL_INTERVALS
+
+
+def test_an_open_window_gets_a_summary_then_its_detail_when_due(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory, window=OPEN)
+    (start,) = window_starts(model, 1)
+    end = start + window_length(model.window)
+    rng = np.random.default_rng(41)
+    post_batch(factory, model, settings, at=utcnow(), rng=rng, n=2_000)
+
+    first = refresh(factory)
+    assert first is not None and first.claim.window_start == start
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    assert stored.metrics["auc_roc"] is not None and stored.curves is None
+    assert stored.intervals and not detail_keys(stored.intervals)  # the summary's only
+    assert (stored.detail_version, stored.detail_computed_at) == (None, None)
+    (row,) = aggregate_rows(factory, model.id)
+    assert row.detail_due_at == min(first.claim.claimed_at + timedelta(seconds=INTERVAL), end)
+    assert refresh(factory) is None  # nothing changed and the detail is not due yet
+    with factory() as session:
+        assert queue.queue_stats(session).dirty_windows == 0  # a due time is not a change
+
+    set_due(factory, model, start, utcnow() - timedelta(seconds=1))  # as if the time passed
+    second = refresh(factory)
+    assert second is not None and not second.batch_ids  # claimed without a new batch
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    full = compute_window_result(model, second.sums, None)
+    assert (stored.curves, stored.intervals) == (full.curves, full.intervals)
+    assert stored.detail_version == stored.aggregate_version == 1
+    assert stored.detail_computed_at == stored.computed_at
+    (row,) = aggregate_rows(factory, model.id)
+    assert row.detail_due_at is None and row.version == 1
+    assert refresh(factory) is None
+
+
+def test_a_summary_keeps_the_previous_detail_with_its_stamp(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory, window=OPEN)
+    (start,) = window_starts(model, 1)
+    rng = np.random.default_rng(42)
+    post_batch(factory, model, settings, at=utcnow(), rng=rng, n=2_000)
+    assert refresh(factory, interval=0.0) is not None  # full
+    before = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    assert before.detail_version == 1 and before.curves is not None
+
+    post_batch(factory, model, settings, at=utcnow(), rng=rng, n=2_000, separation=0.5)
+    claimed = refresh(factory)
+    assert claimed is not None
+    after = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    summary = compute_window_result(model, claimed.sums, None, detail=False)
+    assert after.aggregate_version == 2 and after.metrics == summary.metrics
+    assert after.metrics != before.metrics
+    assert after.curves == before.curves
+    assert (after.detail_version, after.detail_computed_at) == (1, before.detail_computed_at)
+    assert after.intervals == {
+        **summary.intervals,
+        **{k: before.intervals[k] for k in detail_keys(before.intervals)},
+    }
+
+    with factory() as session:
+        view = get_window(session, model, start, segment=None, granularity=None, now=utcnow())
+    assert view is not None and view.curves == before.curves
+    assert view.to_dict()["detail"]["aggregate_version"] == 1
+    assert view.to_dict()["detail"]["current"] is False
+    assert view.aggregate_version == 2 and view.status == "fresh"
+
+
+def test_a_closed_window_gets_exactly_one_full_refresh(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory, window="1h")
+    past = utcnow() - timedelta(hours=3)
+    start = post_batch(factory, model, settings, at=past, rng=np.random.default_rng(43))
+    claimed = refresh(factory)
+    assert claimed is not None and claimed.claim.window_start == start
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    assert stored.curves is not None and stored.detail_version == stored.aggregate_version == 1
+    (row,) = aggregate_rows(factory, model.id)
+    assert row.detail_due_at is None
+    assert refresh(factory) is None
+    day = start.replace(hour=0)
+    with factory() as session:  # a merged window computes both tiers now
+        merged = get_window(session, model, day, segment=None, granularity="1d", now=utcnow())
+    assert merged is not None and merged.curves is not None and merged.detail_current
+    assert merged.to_dict()["detail"]["computed_at"] == merged.to_dict()["computed_at"]
+
+
+def test_an_open_windows_detail_falls_due_at_its_end(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """With an interval longer than the window, the due time is the window's end: the
+    result is then claimable once, with no new batch, and gets its full refresh."""
+    model = register_model(factory, window=OPEN)
+    (start,) = window_starts(model, 1)
+    end = start + window_length(model.window)
+    post_batch(factory, model, settings, at=utcnow(), rng=np.random.default_rng(44))
+    assert refresh(factory, interval=30 * 86_400.0) is not None
+    (row,) = aggregate_rows(factory, model.id)
+    assert row.detail_due_at == end
+    set_due(factory, model, start, utcnow() - timedelta(seconds=1))  # the end passed
+    claimed = refresh(factory, interval=30 * 86_400.0)
+    assert claimed is not None and not claimed.batch_ids
+    assert metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)].curves is not None
+    assert refresh(factory, interval=30 * 86_400.0) is None  # exactly one
+
+
+def test_claims_take_the_older_of_change_and_detail_due(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory, window="1h")
+    a, b, c, d = window_starts(model, 4, end=utcnow() - timedelta(hours=1))
+    rng = np.random.default_rng(45)
+    for start in (a, b, c, d):
+        post_batch(factory, model, settings, at=start, rng=rng)
+    while refresh(factory) is not None:  # every window refreshed (full: they are closed)
+        pass
+    now = utcnow()
+    set_due(factory, model, a, now + timedelta(hours=1))  # not due yet: never claimed
+    set_due(factory, model, c, now - timedelta(minutes=10))  # due before b's change
+    post_batch(factory, model, settings, at=b, rng=rng)  # a change now
+    set_due(factory, model, d, now + timedelta(minutes=5))  # a change now, its due later
+    post_batch(factory, model, settings, at=d, rng=rng)
+
+    order = []
+    while (claimed := refresh(factory)) is not None:
+        order.append((claimed.claim.window_start, len(claimed.batch_ids)))
+    assert order == [(c, 0), (b, 1), (d, 1)]
+    rows = {r.window_start: r for r in aggregate_rows(factory, model.id)}
+    assert rows[a].detail_due_at is not None  # still waiting for its time
+    assert all(rows[s].detail_due_at is None for s in (b, c, d))  # closed: full refreshes
+
+
+def test_a_settings_change_makes_the_detail_due_now(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory, window=OPEN)
+    (start,) = window_starts(model, 1)
+    post_batch(factory, model, settings, at=utcnow(), rng=np.random.default_rng(46))
+    assert refresh(factory) is not None  # summary: detail due later
+    (row,) = aggregate_rows(factory, model.id)
+    later = row.detail_due_at
+    assert later is not None
+    with factory() as session, write_transaction(session):
+        now = queue.database_now(session)
+        assert queue.invalidate_windows(session, model.id, now=now, detail_due=True) == 1
+    (row,) = aggregate_rows(factory, model.id)
+    assert row.detail_due_at == now < later
+    earlier = now - timedelta(minutes=1)
+    set_due(factory, model, start, earlier)
+    with factory() as session, write_transaction(session):  # an earlier due time is kept
+        queue.invalidate_windows(session, model.id, now=now, detail_due=True)
+    (row,) = aggregate_rows(factory, model.id)
+    assert row.detail_due_at == earlier and row.dirty
+    claimed = refresh(factory)
+    assert claimed is not None
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    assert stored.curves is not None and stored.detail_version == stored.aggregate_version

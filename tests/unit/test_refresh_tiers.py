@@ -1,0 +1,247 @@
+"""Tiered refresh without a database: the tier decision, the due time, the two tiers of
+compute_window_result, the stored document's carried detail and the SLA fallback."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+from test_window_compute import make_model, sample, sums_of
+
+from app.exporter.streaks import window_outcomes
+from app.metrics.confusion import ConfusionCounts
+from app.services.model_config import ModelConfig
+from app.services.refresh_tier import detail_due, next_detail_due
+from app.services.sla import window_results
+from app.services.sla_objectives import (
+    DETAIL_INTERVALS,
+    STALE_DETAIL_REASON,
+    Objective,
+    evaluate_objective,
+)
+from app.services.window_compute import WindowResult, compute_window_result
+from app.services.window_document import KEPT_BY_SUMMARY, window_document
+from app.services.window_read import WindowView
+from app.services.window_sums import WindowSums
+
+T0 = datetime(2026, 11, 26, 10, tzinfo=UTC)
+END = T0 + timedelta(hours=1)
+MINUTE = timedelta(minutes=1)
+
+
+# --- the decision -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("now", "due_at", "interval", "full"),
+    [
+        (T0 + MINUTE, None, 300.0, False),  # open, no due time: summary
+        (T0 + MINUTE, T0 + 2 * MINUTE, 300.0, False),  # due later
+        (T0 + 2 * MINUTE, T0 + 2 * MINUTE, 300.0, True),  # due now
+        (T0 + 3 * MINUTE, T0 + 2 * MINUTE, 300.0, True),  # overdue
+        (END, None, 300.0, True),  # the window has closed
+        (END + MINUTE, None, 300.0, True),
+        (T0 + MINUTE, None, 0.0, True),  # 0: every refresh is full
+    ],
+)
+def test_detail_is_due_when_closed_overdue_or_always(
+    now: datetime, due_at: datetime | None, interval: float, full: bool
+) -> None:
+    assert (
+        detail_due(now=now, window_end=END, detail_due_at=due_at, detail_interval_seconds=interval)
+        is full
+    )
+
+
+def test_a_summary_sets_the_earliest_due_time() -> None:
+    def due(now: datetime, due_at: datetime | None) -> datetime:
+        return next_detail_due(
+            now=now, window_end=END, detail_due_at=due_at, detail_interval_seconds=300.0
+        )
+
+    assert due(T0, None) == T0 + 5 * MINUTE  # the interval after the first change
+    assert due(T0 + 2 * MINUTE, T0 + 5 * MINUTE) == T0 + 5 * MINUTE  # not postponed
+    assert due(T0 + 2 * MINUTE, T0 + 10 * MINUTE) == T0 + 7 * MINUTE
+    assert due(END - MINUTE, None) == END  # never after the window's end
+
+
+# --- the two tiers -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def window_and_model() -> tuple[ModelConfig, WindowSums]:
+    model = make_model()
+    return model, sums_of(*sample(np.random.default_rng(31), 20_000, 0.1), model)
+
+
+def test_full_result_is_the_summary_plus_the_detail(
+    window_and_model: tuple[ModelConfig, WindowSums],
+) -> None:
+    model, window = window_and_model
+    full = compute_window_result(model, window, None)
+    summary = compute_window_result(model, window, None, detail=False)
+    assert (full.detail, summary.detail) == (True, False)
+    assert summary.curves is None and full.curves is not None
+    assert (summary.metrics, summary.reasons, summary.drift, summary.estimate) == (
+        full.metrics,
+        full.reasons,
+        full.drift,
+        full.estimate,
+    )
+    assert summary.intervals and not set(summary.intervals) & DETAIL_INTERVALS
+    assert {k: full.intervals[k] for k in summary.intervals} == summary.intervals
+    detail_keys = set(full.intervals) - set(summary.intervals)
+    assert detail_keys <= DETAIL_INTERVALS
+    assert {"auc_roc", "gini", "ops_f1", "ops_auc_pr", "ks"} <= detail_keys
+
+
+def test_a_given_generator_draws_both_tiers(
+    window_and_model: tuple[ModelConfig, WindowSums],
+) -> None:
+    model, window = window_and_model
+    one = compute_window_result(model, window, None, rng=np.random.default_rng(5))
+    two = compute_window_result(model, window, None, rng=np.random.default_rng(5))
+    seeded = compute_window_result(model, window, None)
+    assert one.intervals == two.intervals and one.detail
+    assert one.intervals["auc_roc"] != seeded.intervals["auc_roc"]  # other draws
+
+
+def test_a_window_of_unlabelled_rows_only_keeps_the_tier_asked_for() -> None:
+    model = make_model()
+    window = sums_of(*sample(np.random.default_rng(32), 500, 0.1), model)
+    unlabelled = replace(
+        window,
+        n=0,
+        positives=0,
+        hist_positives=None,
+        hist_negatives=None,
+        confusion=(ConfusionCounts(0.0, 0.0, 0.0, 0.0),) * 2,
+        sums=None,
+        unlabelled=window.hist_positives + window.hist_negatives,  # type: ignore[operator]
+    )
+    assert compute_window_result(model, unlabelled, None, detail=False).detail is False
+    assert compute_window_result(model, unlabelled, None).detail is True
+
+
+# --- the stored document ----------------------------------------------------------
+
+
+SUMMARY = WindowResult(
+    metrics={"recall": 0.7, "auc_roc": None, "ops_f1": 0.4, "gini": 0.5},
+    reasons={"auc_roc": "insufficient_data"},
+    intervals={"recall": {"lower": 0.6, "upper": 0.8, "level": 0.95}},
+    drift={"verdict": "none"},
+    detail=False,
+)
+STORED = {
+    "recall": {"lower": 0.1, "upper": 0.2, "level": 0.95},  # the old summary interval
+    "auc_roc": {"lower": 0.7, "upper": 0.9, "level": 0.95},
+    "ops_f1": {"lower": 0.3, "upper": 0.5, "level": 0.95},
+    "gini": {"lower": 0.4, "upper": 0.6, "level": 0.95},
+}
+
+
+def test_a_summary_carries_the_stored_detail_intervals_and_keeps_the_rest() -> None:
+    doc = window_document(SUMMARY, STORED, version=5, computed_at=T0 + MINUTE)
+    assert doc["metrics"] == SUMMARY.metrics
+    assert doc["intervals"] == {
+        "recall": {"lower": 0.6, "upper": 0.8, "level": 0.95},  # the new summary's
+        "ops_f1": STORED["ops_f1"],
+        "gini": STORED["gini"],
+    }  # auc_roc is None now: its carried interval is dropped
+    assert not set(doc) & set(KEPT_BY_SUMMARY)  # curves and stamp stay as stored
+
+
+def test_a_summary_with_nothing_stored_has_only_its_intervals() -> None:
+    doc = window_document(SUMMARY, None, version=1, computed_at=T0)
+    assert doc["intervals"] == SUMMARY.intervals
+
+
+def test_a_full_result_is_stored_as_it_is_with_its_own_stamp() -> None:
+    full = WindowResult(
+        metrics={"auc_roc": 0.8},
+        reasons={},
+        intervals={"auc_roc": {"lower": 0.75, "upper": 0.85, "level": 0.95}},
+        drift={"verdict": "none"},
+        curves={"roc": {"fpr": [0.0, 0.5, 1.0]}},
+    )
+    doc = window_document(full, STORED, version=5, computed_at=T0 + MINUTE)
+    assert (doc["intervals"], doc["curves"]) == (full.intervals, full.curves)
+    assert (doc["detail_version"], doc["detail_computed_at"]) == (5, T0 + MINUTE)
+
+
+# --- the SLA verdict never mixes versions -------------------------------------------
+
+
+AUC = {"auc_roc": {"lower": 0.55, "upper": 0.9, "level": 0.95}}
+
+
+def test_an_objective_on_an_older_detail_interval_is_decided_by_the_point_value() -> None:
+    objective = Objective("auc_roc", ">=", 0.6)
+    current = evaluate_objective(objective, {"auc_roc": 0.8}, AUC)
+    assert (current.status, current.lower) == ("inconclusive", 0.55)
+    older = evaluate_objective(objective, {"auc_roc": 0.8}, AUC, detail_current=False)
+    assert (older.status, older.lower, older.upper) == ("met", None, None)
+    assert older.reason == STALE_DETAIL_REASON.format(name="auc_roc")
+    assert older.to_dict()["evidence"] == "point"
+    low = evaluate_objective(objective, {"auc_roc": 0.5}, AUC, detail_current=False)
+    assert low.status == "breached"
+    missing = evaluate_objective(objective, {"auc_roc": None}, AUC, detail_current=False)
+    assert missing.status == "insufficient_data"
+
+
+def test_summary_intervals_and_point_objectives_are_not_affected() -> None:
+    recall = {"recall": {"lower": 0.55, "upper": 0.9, "level": 0.95}}
+    result = evaluate_objective(
+        Objective("recall", ">=", 0.6), {"recall": 0.8}, recall, detail_current=False
+    )
+    assert (result.status, result.lower) == ("inconclusive", 0.55)
+    point = Objective("auc_roc", ">=", 0.6, "point")
+    assert evaluate_objective(point, {"auc_roc": 0.8}, AUC, detail_current=False).reason is None
+
+
+def _view(detail_version: int | None, detail_at: datetime | None) -> WindowView:
+    return WindowView(
+        start=T0,
+        end=END,
+        segment=None,
+        granularity="1h",
+        n=1_000,
+        positives=100,
+        status="fresh",
+        metrics={"auc_roc": 0.8},
+        intervals=AUC,
+        aggregate_version=4,
+        computed_at=T0 + MINUTE,
+        detail_version=detail_version,
+        detail_computed_at=detail_at,
+    )
+
+
+def test_the_read_model_shows_the_detail_stamp_and_the_report_follows_it() -> None:
+    objective = (Objective("auc_roc", ">=", 0.6),)
+    current, older, none = _view(4, T0 + MINUTE), _view(3, T0), _view(None, None)
+    assert current.to_dict()["detail"] == {
+        "aggregate_version": 4,
+        "computed_at": "2026-11-26T10:01:00Z",
+        "current": True,
+    }
+    assert older.to_dict()["detail"] == {
+        "aggregate_version": 3,
+        "computed_at": "2026-11-26T10:00:00Z",
+        "current": False,
+    }
+    assert none.to_dict()["detail"] is None and not none.detail_current
+    assert window_results(objective, current)[0].status == "inconclusive"
+    assert window_results(objective, older)[0].status == "met"
+    assert window_results(objective, none)[0].status == "met"
+
+
+def test_exporter_streak_outcomes_follow_the_detail_stamp() -> None:
+    objective = (Objective("auc_roc", ">=", 0.6),)
+    low = {"auc_roc": {"lower": 0.3, "upper": 0.5}}
+    assert window_outcomes(objective, (), {"auc_roc": 0.8}, low).breached == (True,)
+    stale = window_outcomes(objective, (), {"auc_roc": 0.8}, low, detail_current=False)
+    assert stale.breached == (False,)
