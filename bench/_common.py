@@ -95,13 +95,18 @@ def cpu_seconds(pid: int) -> float:
 
 @contextmanager
 def worker_processes(
-    url: str, count: int, logdir: Path, timeout_seconds: float = 300.0
+    url: str,
+    count: int,
+    logdir: Path,
+    timeout_seconds: float = 300.0,
+    env: dict[str, str] | None = None,
 ) -> Iterator[list[subprocess.Popen[bytes]]]:
     """``count`` ``priorwatch worker`` processes on ``url``, yielded once each logged
     "worker ready" (after its warm-up); stopped with SIGTERM after (killed if one
-    does not stop within ``timeout_seconds``). Their logs go to ``logdir``."""
+    does not stop within ``timeout_seconds``). Their logs go to ``logdir``; ``env``
+    adds to this process's environment (e.g. ``PRIORWATCH_WORKER_*`` settings)."""
     exe = Path(sys.executable).with_name("priorwatch")
-    env = {**os.environ, "PRIORWATCH_DATABASE_URL": url}
+    env = {**os.environ, **(env or {}), "PRIORWATCH_DATABASE_URL": url}
     procs: list[subprocess.Popen[bytes]] = []
     with ExitStack() as stack:
         logs = []

@@ -1,11 +1,12 @@
 """Worker throughput and freshness at fleet scale (issue 10), on PostgreSQL.
 
 The fleet: ``--models`` models (default 1,000) with ``--segments`` segments
-each (default 10), one-hour windows, 10,000 bins, the drift reference the
-previous window (``trailing_windows: 1``), so drift runs on every window. A
-batch that names a segment counts in the segment's window and in the
-model's all-traffic window, so the active windows (the current hour) are
-models x (segments + 1): 11,000 by default. Phases, each printed as it goes:
+each (default 10), one-day windows (so that the active windows stay open for
+the whole run), 10,000 bins, the drift reference the previous window
+(``trailing_windows: 1``), so drift runs on every window. A batch that names
+a segment counts in the segment's window and in the model's all-traffic
+window, so the active windows (the current day) are models x (segments + 1):
+11,000 by default. Phases, each printed as it goes:
 
 * Setup: the models are created through ``app.services.models.create_model``;
   one ``--reference-rows`` batch per (model, segment) goes into the previous
@@ -22,36 +23,44 @@ models x (segments + 1): 11,000 by default. Phases, each printed as it goes:
   "worker ready" (after their warm-up) the waiting windows are counted and
   timed until none waits. Printed: windows/s, worker CPU and PostgreSQL CPU
   (the backends of this database, from /proc: the server must run on this
-  machine) per window, and the ratio to the first worker count.
+  machine) per window, and the ratio to the first worker count. The set-up
+  and backlog workers run with a detail interval longer than the window, so
+  every one of these refreshes is a summary refresh (docs/worker.md,
+  "Tiered refresh") and the worker counts are compared on the same work;
+  bench_worker.py compares full and summary refreshes.
 * Continuous load, for each worker count of ``--load-workers`` (default the
-  largest of ``--workers``), right after its backlog with the same workers:
-  ``--load-processes`` processes post ``--rows`` batches (with an
-  idempotency key, as a client would) to random active (model, segment)
-  windows, at most ``--rate`` batches/s in all (default: one batch per
-  segment window every 3 s, more than two cores can offer at full size, so
-  the load runs as fast as it can), for ``--load-seconds``. Every second
-  the script reads the age of the stalest window: now minus the oldest
-  change not yet folded (the oldest ``batch_delta.received_at``, or the
-  ``dirty_since`` of a window marked dirty). Printed: its maximum, 95th
-  percentile and final value against the target of 60 s (the age cannot
-  exceed the load's duration, so a load under 120 s shows no verdict), the
-  windows still waiting at the end, the batches/s offered, the windows
-  refreshed/s (folds: the growth of ``sum(window_aggregate.version)``), CPU
-  per refresh, the stalest age once every active window waits (estimated:
-  active windows / windows refreshed per s), and how long the queue takes
-  to drain once the load stops.
+  largest of ``--workers``), after its backlog, with new workers at the
+  worker's default settings (``--detail-seconds`` sets their detail
+  interval: a window's detail is due that long after its first change, so a
+  shorter load shows summary refreshes only; default 300 s): ``--load-
+  processes`` processes post ``--rows`` batches (with an idempotency key, as
+  a client would) to random active (model, segment) windows, at most
+  ``--rate`` batches/s in all (default: one batch per segment window every 3
+  s, more than two cores can offer at full size, so the load runs as fast as
+  it can), for ``--load-seconds``. Every second the script reads the age of
+  the stalest window: now minus the oldest change not yet folded (the oldest
+  ``batch_delta.received_at``, or the ``dirty_since`` of a window marked
+  dirty). Printed: its maximum, 95th percentile and final value against the
+  target of 60 s (the age cannot exceed the load's duration, so a load under
+  120 s shows no verdict), the windows still waiting at the end, the
+  batches/s offered, the windows refreshed/s (folds: the growth of
+  ``sum(window_aggregate.version)``) and how many windows were refreshed in
+  full, CPU per refresh, the stalest age once every active window waits
+  (estimated: active windows / windows refreshed per s), and how long the
+  queue takes to drain once the load stops.
 
-Usage: ``python bench/bench_fleet.py --quick`` (50 models x 4 segments, short
-phases: a few minutes; what ``make bench`` runs) or ``python
-bench/bench_fleet.py`` for the full fleet (1,000 x 10: long on two cores,
-mostly the initial fold of 22,000 windows); every size is a flag, see
-``--help``. Needs the PostgreSQL server of PRIORWATCH_TEST_POSTGRES_URL
-(default postgresql+psycopg://postgres@127.0.0.1:5432/postgres); prints a
-notice and exits 0 when it is unreachable. The script reads the queue with
-plain SQL on ``window_aggregate`` and ``batch_delta`` and drives the workers
-through the command line only. Every wait is bounded (``--max-wait``); the
-worker and load processes are stopped and the temporary database is dropped
-at the end, also after Ctrl-C or an error.
+Usage: ``python bench/bench_fleet.py --quick`` (50 models x 4 segments,
+short phases: a few minutes; what ``make bench`` runs) or ``python
+bench/bench_fleet.py`` for the full fleet (1,000 x 10, a 420 s load: long on
+two cores, the initial fold alone computes 22,000 windows); every size is a
+flag, see ``--help``. Needs the PostgreSQL server of
+PRIORWATCH_TEST_POSTGRES_URL (default
+postgresql+psycopg://postgres@127.0.0.1:5432/postgres); prints a notice and
+exits 0 when it is unreachable. The script reads the queue with plain SQL on
+``window_aggregate``, ``batch_delta`` and ``window_metrics`` and drives the
+workers through the command line and their environment. Every wait is
+bounded (``--max-wait``); the worker and load processes are stopped and the
+temporary database is dropped at the end, also after Ctrl-C or an error.
 """
 
 from __future__ import annotations
@@ -92,7 +101,14 @@ from app.services.model_settings import ModelCreate
 from app.services.models import create_model
 from app.services.windowing import window_start
 
-WINDOW = "1h"
+WINDOW = "1d"
+"""Day windows: the active windows stay open for the whole run (unless it spans
+midnight UTC, which the script reports), so no refresh becomes a closed window's."""
+SUMMARY_ONLY = {"PRIORWATCH_WORKER_DETAIL_INTERVAL_SECONDS": "1000000"}
+"""Worker environment of the set-up and backlog phases: the detail tier of an
+open window is not due before the window's end, so every refresh of an active
+window is a summary refresh (docs/worker.md, "Tiered refresh") in every
+backlog, whatever its length."""
 BODY_VARIANTS = 4
 """Pre-serialised bodies per segment (the load cycles through them)."""
 PROGRESS_SECONDS = 30.0
@@ -107,6 +123,9 @@ STALEST_AGE = sa.text(
 """Seconds since the oldest change no worker has folded yet (NULL when none)."""
 FOLDS = sa.text("SELECT coalesce(sum(version), 0) FROM window_aggregate")
 """Folds so far over every window (each fold adds 1 to its window's version)."""
+DETAILS_SINCE = sa.text("SELECT count(*) FROM window_metrics WHERE detail_computed_at >= :since")
+"""Windows whose detail tier (curves, bootstrap intervals) was computed since ``:since``."""
+DATABASE_NOW = sa.text("SELECT clock_timestamp()")
 BACKEND_PIDS = sa.text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
 
 
@@ -314,7 +333,7 @@ class Fleet:
     model_ids: list[int]
     args: argparse.Namespace
     active_at: datetime
-    """Event time of every batch into an active window (the start of the current hour)."""
+    """Event time of every batch into an active window (the start of the current day)."""
     logdir: Path
 
     @property
@@ -351,8 +370,10 @@ class Fleet:
         wait_drained(self.engine, self.args.max_wait, 0.05, Progress(self.engine, cpu))
         return time.perf_counter() - started
 
-    def workers(self, count: int) -> AbstractContextManager[list[subprocess.Popen[bytes]]]:
-        return worker_processes(self.url, count, self.logdir, self.args.max_wait)
+    def workers(
+        self, count: int, env: dict[str, str]
+    ) -> AbstractContextManager[list[subprocess.Popen[bytes]]]:
+        return worker_processes(self.url, count, self.logdir, self.args.max_wait, env)
 
 
 def setup(url: str, engine: sa.Engine, args: argparse.Namespace, logdir: Path) -> Fleet:
@@ -374,10 +395,10 @@ def setup(url: str, engine: sa.Engine, args: argparse.Namespace, logdir: Path) -
     current = window_start(now(), WINDOW)
     fleet = Fleet(url, engine, ids, args, current, logdir)
     windows = fleet.active_windows
-    print(f"  reference windows (previous hour, {windows:,} windows):", flush=True)
-    with fleet.workers(max(args.workers)):
-        fleet.sweep(current - timedelta(hours=1), args.reference_rows)
-        print(f"  active windows (current hour, {windows:,} windows):", flush=True)
+    print(f"  reference windows (previous day, {windows:,} windows):", flush=True)
+    with fleet.workers(max(args.workers), SUMMARY_ONLY):
+        fleet.sweep(current - timedelta(days=1), args.reference_rows)
+        print(f"  active windows (current day, {windows:,} windows):", flush=True)
         fleet.sweep(current, args.rows)
         print(f"  initial fold by {max(args.workers)} worker(s)...", flush=True)
         seconds = fleet.drain(BackendCpu(engine))
@@ -394,7 +415,7 @@ def backlog(fleet: Fleet, count: int) -> float:
     print(f"backlog, {count} worker(s): a fresh batch to every active window", flush=True)
     fleet.sweep(fleet.active_at, fleet.args.rows)
     cpu = BackendCpu(fleet.engine)
-    with fleet.workers(count) as procs:
+    with fleet.workers(count, SUMMARY_ONLY) as procs:
         waiting = waiting_windows(fleet.engine)
         cpu.start()
         worker_cpu = sum(cpu_seconds(p.pid) for p in procs)
@@ -409,21 +430,32 @@ def backlog(fleet: Fleet, count: int) -> float:
             f"{os.getloadavg()[0]:.1f}",
             flush=True,
         )
-        if count in fleet.args.load_workers:
-            load(fleet, procs)
     return rate
 
 
-def load(fleet: Fleet, procs: list[subprocess.Popen[bytes]]) -> None:
-    """Continuous small-batch load on random active windows, with ``procs`` working."""
+def load(fleet: Fleet, count: int) -> None:
+    """Continuous small-batch load on random active windows, ``count`` workers working."""
     args = fleet.args
     processes = args.load_processes
     rate = args.rate or len(fleet.model_ids) * args.segments / 3.0
+    detail = (
+        {}
+        if args.detail_seconds is None
+        else {"PRIORWATCH_WORKER_DETAIL_INTERVAL_SECONDS": str(args.detail_seconds)}
+    )
     print(
-        f"continuous load, {len(procs)} worker(s): {processes} load process(es), "
-        f"{args.rows} rows per batch, at most {rate:.0f} batches/s, {args.load_seconds:.0f} s",
+        f"continuous load, {count} worker(s): {processes} load process(es), "
+        f"{args.rows} rows per batch, at most {rate:.0f} batches/s, {args.load_seconds:.0f} s; "
+        f"detail interval {args.detail_seconds if detail else 'the worker default'}",
         flush=True,
     )
+    with fleet.workers(count, detail) as procs:
+        measure_load(fleet, procs, rate)
+
+
+def measure_load(fleet: Fleet, procs: list[subprocess.Popen[bytes]], rate: float) -> None:
+    args = fleet.args
+    processes = args.load_processes
     specs = [
         {
             "url": fleet.url,
@@ -441,6 +473,8 @@ def load(fleet: Fleet, procs: list[subprocess.Popen[bytes]]) -> None:
     cpu = BackendCpu(fleet.engine)
     cpu.start()
     folds_before = folds(fleet.engine)
+    with fleet.engine.connect() as conn:
+        since = conn.execute(DATABASE_NOW).scalar_one()
     worker_cpu = sum(cpu_seconds(p.pid) for p in procs)
     started = time.monotonic()
 
@@ -458,13 +492,16 @@ def load(fleet: Fleet, procs: list[subprocess.Popen[bytes]]) -> None:
     final = stalest_age(fleet.engine)
     ages.append(final)
     refreshed = folds(fleet.engine) - folds_before
+    with fleet.engine.connect() as conn:
+        details = int(conn.execute(DETAILS_SINCE, {"since": since}).scalar_one())
     worker_cpu = sum(cpu_seconds(p.pid) for p in procs) - worker_cpu
     pg_cpu = cpu.seconds()
     duration = offered.seconds
     print(
         f"  offered {offered.batches / duration:.1f} batches/s ({offered.batches:,} batches, "
         f"{per_unit(offered.cpu, offered.batches)} load CPU per batch); refreshed "
-        f"{refreshed / duration:.1f} windows/s ({refreshed:,} folds); per refresh: worker CPU "
+        f"{refreshed / duration:.1f} windows/s ({refreshed:,} folds, {details:,} windows "
+        f"refreshed in full); per refresh: worker CPU "
         f"{per_unit(worker_cpu, refreshed)}, PostgreSQL CPU {per_unit(pg_cpu, refreshed)}",
         flush=True,
     )
@@ -511,10 +548,15 @@ def parse_args() -> argparse.Namespace:
         "--load-workers",
         help="worker counts of the load phase, among --workers (default: the largest)",
     )
-    parser.add_argument("--load-seconds", type=float, help="default 180 (--quick: 20)")
+    parser.add_argument("--load-seconds", type=float, help="default 420 (--quick: 20)")
     parser.add_argument("--load-processes", type=int, default=1)
     parser.add_argument(
         "--rate", type=float, help="batches/s cap of the load (default: segment windows / 3 s)"
+    )
+    parser.add_argument(
+        "--detail-seconds",
+        type=float,
+        help="the workers' detail interval during the load (default: the worker's, 300 s)",
     )
     parser.add_argument("--setup-processes", type=int, default=2)
     parser.add_argument("--max-wait", type=float, help="bound of every wait, seconds")
@@ -524,7 +566,7 @@ def parse_args() -> argparse.Namespace:
     quick = args.quick
     args.models = args.models or (50 if quick else 1_000)
     args.segments = args.segments or (4 if quick else 10)
-    args.load_seconds = args.load_seconds or (20.0 if quick else 180.0)
+    args.load_seconds = args.load_seconds or (20.0 if quick else 420.0)
     args.workers = [int(n) for n in args.workers.split(",")]
     args.load_workers = (
         [int(n) for n in args.load_workers.split(",")] if args.load_workers else [max(args.workers)]
@@ -564,13 +606,19 @@ def main() -> None:
         stack.callback(engine.dispose)
         print("setup:", flush=True)
         fleet = setup(url, engine, args, logdir)
-        rates = {count: backlog(fleet, count) for count in args.workers}
+        rates = {}
+        for count in args.workers:
+            rates[count] = backlog(fleet, count)
+            if count in args.load_workers:
+                load(fleet, count)
         base = args.workers[0]
         summary = ", ".join(
             f"{count}: {rate:.1f} windows/s (x{rate / rates[base]:.2f})"
             for count, rate in rates.items()
         )
         print(f"backlog summary, workers {summary} (ratio to {base} worker(s), same run)")
+        if window_start(now(), WINDOW) != fleet.active_at:
+            print("note: the active windows closed during the run (their refreshes became full)")
 
 
 if __name__ == "__main__":
