@@ -32,22 +32,23 @@ window, so the active windows (the current day) are models x (segments + 1):
   largest of ``--workers``), after its backlog, with new workers at the
   worker's default settings (``--detail-seconds`` sets their detail
   interval: a window's detail is due that long after its first change, so a
-  shorter load shows summary refreshes only; default 300 s): ``--load-
-  processes`` processes post ``--rows`` batches (with an idempotency key, as
-  a client would) to random active (model, segment) windows, at most
-  ``--rate`` batches/s in all (default: one batch per segment window every 3
-  s, more than two cores can offer at full size, so the load runs as fast as
-  it can), for ``--load-seconds``. Every second the script reads the age of
-  the stalest window: now minus the oldest change not yet folded (the oldest
-  ``batch_delta.received_at``, or the ``dirty_since`` of a window marked
-  dirty). Printed: its maximum, 95th percentile and final value against the
-  target of 60 s (the age cannot exceed the load's duration, so a load under
-  120 s shows no verdict), the windows still waiting at the end, the
-  batches/s offered, the windows refreshed/s (folds: the growth of
-  ``sum(window_aggregate.version)``) and how many windows were refreshed in
-  full, CPU per refresh, the stalest age once every active window waits
-  (estimated: active windows / windows refreshed per s), and how long the
-  queue takes to drain once the load stops.
+  shorter load shows summary refreshes only; default 300 s):
+  ``--load-processes`` processes post ``--rows`` batches (with an
+  idempotency key, as a client would) to random active (model, segment)
+  windows, at most ``--rate`` batches/s in all (default: one batch per
+  segment window every 3 s, more than two cores can offer at full size, so
+  the load runs as fast as it can), for ``--load-seconds``. Every second the
+  script reads the age of the stalest window: now minus the oldest change
+  not yet folded (the oldest ``batch_delta.received_at``, or the
+  ``dirty_since`` of a window marked dirty). Printed: its maximum, 95th
+  percentile and final value against the target of 60 s (the age cannot
+  exceed the load's duration, so a load under 120 s shows no verdict), the
+  windows still waiting at the end, the batches/s offered, the windows
+  refreshed/s (folds: the growth of ``sum(window_aggregate.version)``) and
+  how many windows were refreshed in full, CPU per refresh, the stalest age
+  once every active window waits (estimated: active windows / windows
+  refreshed per s), and how long the queue takes to drain once the load
+  stops.
 
 Usage: ``python bench/bench_fleet.py --quick`` (50 models x 4 segments,
 short phases: a few minutes; what ``make bench`` runs) or ``python
