@@ -3,18 +3,43 @@ the transaction)."""
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import BigInteger, Float, String, Subquery, cast, func, literal, select, union_all
+import psycopg
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    CompoundSelect,
+    Float,
+    Insert,
+    Integer,
+    String,
+    Subquery,
+    Table,
+    bindparam,
+    cast,
+    func,
+    insert,
+    literal,
+    select,
+    true,
+    union_all,
+)
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql import ClauseElement, Select
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, WindowAggregate
+from app.db.types import UTCDateTime
 
 
 def get_model_by_name(session: Session, name: str) -> Model | None:
@@ -40,15 +65,10 @@ def get_api_key(session: Session, model_id: int, key_id: uuid.UUID) -> ApiKey | 
     return session.get(ApiKey, (model_id, key_id))
 
 
-def find_batch_by_idempotency_key(session: Session, model_id: int, key: str) -> Batch | None:
-    return session.scalars(
-        select(Batch).where(Batch.model_id == model_id, Batch.idempotency_key == key)
-    ).one_or_none()
-
-
 @dataclass(frozen=True)
 class ExampleTotals:
-    """What :func:`example_totals` read (rows labelled or not).
+    """Examples in a window's aggregates and in the whole model, unfolded deltas
+    included (rows labelled or not), as :func:`read_admission` read them.
 
     Attributes
     ----------
@@ -64,20 +84,40 @@ class ExampleTotals:
     missing: list[str]
 
 
-def example_totals(
-    session: Session, model_id: int, window_start: datetime, segments: Sequence[str]
-) -> ExampleTotals:
-    """Examples in the window's aggregates and in the whole model, unfolded deltas included.
+@dataclass(frozen=True)
+class WindowKey:
+    """The aggregates a batch counts in: its window's all-traffic one, and its
+    segment's if it names one."""
+
+    window_start: datetime
+    segment: str | None
+
+    @property
+    def segments(self) -> list[str]:
+        return [ALL_SEGMENTS] if self.segment is None else [ALL_SEGMENTS, self.segment]
+
+    def params(self, model_id: int) -> dict[str, Any]:
+        """The values of the totals' statement."""
+        return {
+            "model_id": model_id,
+            "window_start": self.window_start,
+            "segment": ALL_SEGMENTS if self.segment is None else self.segment,
+        }
+
+
+@functools.cache
+def _example_totals_statement() -> CompoundSelect[Any]:
+    """The statement of :class:`ExampleTotals`, built once (its values are bound).
 
     One statement, a plain read (no lock): a batch committed meanwhile is not
     seen, which the headroom of the count ceilings absorbs
-    (app/services/count_limits.py).
-
-    The ``kind`` column tells the aggregates' rows (0) from the deltas' (1),
-    so that the caller knows which aggregate rows must still be created.
+    (app/services/count_limits.py). The ``kind`` column tells the aggregates'
+    rows (0) from the deltas' (1), so that the caller knows which aggregate
+    rows must still be created.
     """
     parts = []
     tables: tuple[type[WindowAggregate] | type[BatchDelta], ...] = (WindowAggregate, BatchDelta)
+    model_id = bindparam("model_id", type_=Integer)
     for kind, table in enumerate(tables):
         parts.append(
             select(
@@ -88,8 +128,8 @@ def example_totals(
             )
             .where(
                 table.model_id == model_id,
-                table.window_start == window_start,
-                table.segment.in_(list(segments)),
+                table.window_start == bindparam("window_start", type_=UTCDateTime()),
+                table.segment.in_([literal(ALL_SEGMENTS), bindparam("segment", type_=String)]),
             )
             .group_by(table.segment)
         )
@@ -101,10 +141,14 @@ def example_totals(
                 func.sum(cast(table.n, Float) + cast(table.n_unlabelled, Float)),
             ).where(table.model_id == model_id, table.segment == ALL_SEGMENTS)
         )
+    return union_all(*parts)
+
+
+def _example_totals_of(rows: Iterable[Any], segments: Sequence[str]) -> ExampleTotals:
     counts: dict[str, int] = dict.fromkeys(segments, 0)
     existing: set[str] = set()
     model_total = 0.0
-    for kind, segment, n, total in session.execute(union_all(*parts)).all():
+    for kind, segment, n, total in rows:
         if segment is None:
             model_total += float(total or 0.0)
             continue
@@ -199,35 +243,207 @@ class StoredAnswer:
     response: dict[str, Any]
 
 
-def lock_and_find_answer(
-    session: Session, lock_id: int, model_id: int, key: str
-) -> tuple[bool, StoredAnswer | None]:
-    """PostgreSQL: take the advisory lock ``lock_id`` if free, then look ``key`` up.
+_FIND_ANSWER = select(Batch.request_hash, Batch.response).where(
+    Batch.model_id == bindparam("model_id"), Batch.idempotency_key == bindparam("key")
+)
 
-    Two statements in one round trip (psycopg pipeline mode) of the session's
-    transaction. The server runs them in order, each with its own snapshot, so
-    the lookup sees every batch committed before the lock was taken, exactly
-    as two round trips would. The lock lives until the transaction ends.
 
-    Returns
-    -------
-    locked : whether the lock was taken (if not, ignore the answer).
-    answer : the stored answer of (model, key), or None.
+def find_answer(session: Session, model_id: int, key: str) -> StoredAnswer | None:
+    """The stored answer of the batch of (model, ``key``), or None."""
+    found = session.connection().execute(_FIND_ANSWER, {"model_id": model_id, "key": key}).first()
+    return None if found is None else StoredAnswer(key, found[0], found[1])
+
+
+def _bound_values(table: Table, prefix: str) -> dict[str, ColumnElement[Any]]:
+    return {c.name: bindparam(prefix + c.name, type_=c.type) for c in table.columns}
+
+
+@functools.cache
+def _insert_batch_with_deltas(segments: int) -> Insert:
+    """PostgreSQL: ``WITH b AS (INSERT INTO batch ...) INSERT INTO batch_delta ...``,
+    one delta row per segment (``d_segment_0``...), the other delta columns
+    bound once as ``d_<column>``, the batch's as ``b_<column>``."""
+    batch, delta = Batch.__table__, BatchDelta.__table__
+    assert isinstance(batch, Table) and isinstance(delta, Table)
+    new_batch = insert(batch).values(_bound_values(batch, "b_")).returning(batch.c.id).cte("b")
+    names = [bindparam(f"d_segment_{i}", type_=String) for i in range(segments)]
+    segment_rows = union_all(*(select(name.label("segment")) for name in names)).subquery("s")
+    values = _bound_values(delta, "d_")
+    values.update(segment=segment_rows.c.segment, batch_id=new_batch.c.id)
+    rows = select(*values.values()).select_from(new_batch).join(segment_rows, true())
+    return insert(delta).from_select(list(values), rows).add_cte(new_batch)
+
+
+def insert_batch(
+    session: Session, batch: dict[str, Any], delta: dict[str, Any], segments: Sequence[str]
+) -> None:
+    """Insert a batch row (columns of ``batch``) and its delta row in each of ``segments``
+    (columns of ``delta`` but ``segment``).
+
+    One statement on PostgreSQL (the batch row in a data-modifying CTE), two
+    on SQLite (the batch row first: a reused idempotency key fails before the
+    deltas are written). Core statements, compiled once per process: no ORM
+    unit of work.
     """
-    driver = session.connection().connection.driver_connection
+    connection = session.connection()
+    if connection.dialect.name != "postgresql":
+        connection.execute(insert(Batch), batch)
+        connection.execute(insert(BatchDelta), [{**delta, "segment": s} for s in segments])
+        return
+    params = {f"b_{name}": value for name, value in batch.items()}
+    params.update((f"d_{name}", value) for name, value in delta.items())
+    params.update((f"d_segment_{i}", segment) for i, segment in enumerate(segments))
+    connection.execute(_insert_batch_with_deltas(len(segments)), params)
+
+
+@dataclass(frozen=True)
+class CachedCredential:
+    """What a request's authorisation took from the process's cache, to be checked
+    again by :func:`read_admission`: the model's settings as last updated at
+    ``model_updated_at``, and the model key whose token hashes to ``token_hash``
+    (None for the admin token, which is not stored)."""
+
+    model_updated_at: datetime | None
+    token_hash: str | None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What :func:`read_admission` read.
+
+    Attributes
+    ----------
+    locked : whether the advisory lock was taken (True when none was asked for).
+    answer : the stored answer of (model, key), or None.
+    totals : the window's :class:`ExampleTotals` if asked for, else None.
+    credential_holds : whether the cached credential still holds (the model's
+        settings unchanged, the key not revoked); True when none was given.
+    """
+
+    locked: bool
+    answer: StoredAnswer | None
+    totals: ExampleTotals | None
+    credential_holds: bool
+
+
+_Read = Select[Any] | CompoundSelect[Any]
+_TRY_LOCK = select(func.pg_try_advisory_xact_lock(bindparam("lock_id", type_=BigInteger)))
+_CREDENTIAL_STATE = select(
+    select(Model.updated_at).where(Model.id == bindparam("model_id")).scalar_subquery(),
+    select(func.count())
+    .select_from(ApiKey)
+    .where(
+        ApiKey.model_id == bindparam("model_id"),
+        ApiKey.token_hash == bindparam("token_hash"),
+        ApiKey.revoked_at.is_(None),
+    )
+    .scalar_subquery(),
+)
+
+
+def read_admission(
+    session: Session,
+    model_id: int,
+    *,
+    lock_id: int | None = None,
+    key: str | None = None,
+    window: WindowKey | None = None,
+    credential: CachedCredential | None = None,
+) -> Admission:
+    """Everything a batch's admission reads, in the session's transaction: try the
+    advisory lock ``lock_id`` (PostgreSQL), look ``key`` up, read the window's
+    :class:`ExampleTotals`, check ``credential`` (each if given).
+
+    On PostgreSQL the statements go in one round trip (psycopg pipeline mode).
+    The server runs them in order, each with its own snapshot, so the lookup
+    sees every batch committed before the lock was taken, exactly as separate
+    round trips would. The lock lives until the transaction ends.
+    """
+    reads: list[tuple[_Read, dict[str, Any]]] = []
+    if lock_id is not None:
+        reads.append((_TRY_LOCK, {"lock_id": lock_id}))
+    if key is not None:
+        reads.append((_FIND_ANSWER, {"model_id": model_id, "key": key}))
+    if window is not None:
+        reads.append((_example_totals_statement(), window.params(model_id)))
+    if credential is not None:
+        token_hash = credential.token_hash
+        reads.append((_CREDENTIAL_STATE, {"model_id": model_id, "token_hash": token_hash}))
+    if not reads:
+        return Admission(locked=True, answer=None, totals=None, credential_holds=True)
+    results = iter(_read_all(session, reads))
+    locked = True if lock_id is None else bool(next(results)[0][0])
+    found = None if key is None else next(iter(next(results)), None)
+    answer = None
+    if key is not None and found is not None:
+        response = found[1] if isinstance(found[1], dict) else orjson.loads(found[1])
+        answer = StoredAnswer(key, str(found[0]), response)
+    totals = None if window is None else _example_totals_of(next(results), window.segments)
+    holds = True
+    if credential is not None:
+        updated_at, active_keys = next(results)[0]
+        holds = updated_at is not None and updated_at == credential.model_updated_at
+        holds = holds and (credential.token_hash is None or active_keys > 0)
+    return Admission(locked, answer, totals, holds)
+
+
+def _read_all(session: Session, reads: Sequence[tuple[_Read, dict[str, Any]]]) -> list[list[Any]]:
+    """The rows of each read: on PostgreSQL in one round trip (a driver pipeline;
+    a driver error is raised as SQLAlchemy raises it), elsewhere one by one."""
+    connection = session.connection()
+    if connection.dialect.name != "postgresql":
+        return [list(connection.execute(statement, params)) for statement, params in reads]
+    driver = connection.connection.driver_connection
     assert driver is not None
-    with driver.cursor() as lock_cursor, driver.cursor() as find_cursor:
+    with _as_dbapi_error(), ExitStack() as stack:
+        cursors = [stack.enter_context(driver.cursor()) for _ in reads]
         with driver.pipeline():
-            lock_cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", (lock_id,))
-            find_cursor.execute(
-                "SELECT request_hash, response FROM batch"
-                " WHERE model_id = %s AND idempotency_key = %s",
-                (model_id, key),
-            )
-        lock_row = lock_cursor.fetchone()
-        found = find_cursor.fetchone()
-    locked = bool(lock_row is not None and lock_row[0])
-    if found is None:
-        return locked, None
-    response = found[1] if isinstance(found[1], dict) else orjson.loads(found[1])
-    return locked, StoredAnswer(key, str(found[0]), response)
+            for cursor, (statement, params) in zip(cursors, reads, strict=True):
+                compiled = _driver_sql(statement, session)
+                cursor.execute(compiled.sql, compiled.params(params))
+        return [cursor.fetchall() for cursor in cursors]
+
+
+@dataclass(frozen=True)
+class _DriverSql:
+    """A Core statement compiled for the driver: its SQL text and how to bind values."""
+
+    sql: str
+    compiled: SQLCompiler
+    processors: Mapping[str, Callable[[Any], Any]]
+
+    def params(self, values: dict[str, Any]) -> dict[str, Any]:
+        bound = self.compiled.construct_params(values)
+        return {
+            name: processor(value) if (processor := self.processors.get(name)) else value
+            for name, value in bound.items()
+        }
+
+
+_DRIVER_SQL: dict[tuple[int, str], _DriverSql] = {}
+
+
+def _driver_sql(statement: ClauseElement, session: Session) -> _DriverSql:
+    """``statement`` compiled once per dialect, for a driver cursor (named parameters)."""
+    dialect = session.get_bind().dialect
+    cache_key = (id(statement), dialect.name)
+    if cache_key not in _DRIVER_SQL:
+        compiled = statement.compile(dialect=dialect)
+        assert isinstance(compiled, SQLCompiler)
+        processors = {}
+        for name, bind in compiled.binds.items():
+            processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if processor is not None:
+                processors[name] = processor
+        _DRIVER_SQL[cache_key] = _DriverSql(compiled.string, compiled, processors)
+    return _DRIVER_SQL[cache_key]
+
+
+@contextmanager
+def _as_dbapi_error() -> Iterator[None]:
+    """Raise a driver error met outside SQLAlchemy as SQLAlchemy would (``IntegrityError``,
+    ``OperationalError``...: what the API's error handlers know)."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(None, None, exc, psycopg.Error) from exc

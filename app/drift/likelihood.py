@@ -50,7 +50,7 @@ from app.drift.two_sample import (
     quantile_bin_starts,
     rank_sum_test,
     sidak,
-    wasserstein_from_histograms,
+    wasserstein_distances,
 )
 from app.metrics.probability import population_stability_index
 from app.statuses import DriftStatus
@@ -216,6 +216,7 @@ def _class_shift_test(
     p_adjusted = sidak(p_value, n_tests)
     deciles = quantile_bin_starts(reference, PSI_BINS)
     psi = population_stability_index(coarsen(reference, deciles), coarsen(window, deciles))
+    wasserstein_score, wasserstein_logit = wasserstein_distances(reference, window, midpoints)
     return ClassShiftTest(
         DriftStatus.OK,
         n_r,
@@ -229,8 +230,8 @@ def _class_shift_test(
         p_value=p_value,
         p_adjusted=p_adjusted,
         psi=psi,
-        wasserstein_score=wasserstein_from_histograms(reference, window, midpoints[0]),
-        wasserstein_logit=wasserstein_from_histograms(reference, window, midpoints[1]),
+        wasserstein_score=wasserstein_score,
+        wasserstein_logit=wasserstein_logit,
         flag=p_adjusted < settings.alpha and psi > settings.min_likelihood_effect,
     )
 

@@ -29,6 +29,7 @@ single curve (``float()`` it).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,8 +38,10 @@ import numpy.typing as npt
 from app.errors import InvalidInput
 
 Array = npt.NDArray[np.float64]
+AreaKernel = Callable[[Array, Array], Array]
 
 __all__ = [
+    "AREA_KERNELS",
     "average_precision_from_counts",
     "curve_areas",
     "gain_auc_from_counts",
@@ -106,6 +109,18 @@ def _roc_auc(t: Array, f: Array) -> Array:
     return _safe_div(twice, 2.0 * t[..., -1] * f[..., -1])
 
 
+def _pr_auc_trapezoid(t: Array, f: Array) -> Array:
+    prec = _precision(t, f, when_empty=1.0)
+    twice = np.sum((t - _prev(t)) * (prec + _prev(prec, 1.0)), axis=-1)
+    return _safe_div(twice, 2.0 * t[..., -1])
+
+
+def _gain_auc(t: Array, f: Array) -> Array:
+    x, recall = _fraction_and_recall(t, f)
+    area = np.sum((x - _prev(x)) * (recall + _prev(recall)), axis=-1) / 2.0
+    return np.where(t[..., -1] > 0.0, area, np.nan)
+
+
 def _fraction_and_recall(t: Array, f: Array) -> tuple[Array, Array]:
     """x = fraction predicted positive, y = recall at every point (nan rows if P = 0)."""
     total = (t[..., -1] + f[..., -1])[..., None]
@@ -137,6 +152,10 @@ def _ks(t: Array, f: Array) -> Array:
     gap = _safe_div(t, t[..., -1:]) - _safe_div(f, f[..., -1:])
     ks: Array = np.maximum(np.max(gap, axis=-1), 0.0)
     return ks
+
+
+def _gini(t: Array, f: Array) -> Array:
+    return 2.0 * _roc_auc(t, f) - 1.0
 
 
 def _nauc_lift(t: Array, f: Array, lift_auc: Array) -> Array:
@@ -202,10 +221,7 @@ def pr_auc_trapezoid_from_counts(tps: Any, fps: Any) -> Array:
     ndarray of float64, shape (...)
         Area in [0, 1]; nan where there are no positives.
     """
-    t, f = check_cumulative_counts(tps, fps)
-    prec = _precision(t, f, when_empty=1.0)
-    twice = np.sum((t - _prev(t)) * (prec + _prev(prec, 1.0)), axis=-1)
-    return _safe_div(twice, 2.0 * t[..., -1])
+    return _pr_auc_trapezoid(*check_cumulative_counts(tps, fps))
 
 
 def gain_auc_from_counts(tps: Any, fps: Any) -> Array:
@@ -219,10 +235,7 @@ def gain_auc_from_counts(tps: Any, fps: Any) -> Array:
     ndarray of float64, shape (...)
         Area in [0, 1]; nan where there are no positives.
     """
-    t, f = check_cumulative_counts(tps, fps)
-    x, recall = _fraction_and_recall(t, f)
-    area = np.sum((x - _prev(x)) * (recall + _prev(recall)), axis=-1) / 2.0
-    return np.where(t[..., -1] > 0.0, area, np.nan)
+    return _gain_auc(*check_cumulative_counts(tps, fps))
 
 
 def lift_auc_from_counts(tps: Any, fps: Any) -> Array:
@@ -289,7 +302,7 @@ def ks_from_counts(tps: Any, fps: Any) -> Array:
 
 def gini_from_counts(tps: Any, fps: Any) -> Array:
     """Gini coefficient 2·ROC-AUC − 1, in [−1, 1]; nan where ROC-AUC is."""
-    return 2.0 * roc_auc_from_counts(tps, fps) - 1.0
+    return _gini(*check_cumulative_counts(tps, fps))
 
 
 def curve_areas(tps: Any, fps: Any) -> dict[str, Array]:
@@ -312,3 +325,21 @@ def curve_areas(tps: Any, fps: Any) -> dict[str, Array]:
         "ks": _ks(t, f),
         "gini": 2.0 * roc - 1.0,
     }
+
+
+AREA_KERNELS: Mapping[str, AreaKernel] = {
+    "auc_roc": _roc_auc,
+    "auc_pr": _average_precision,
+    "auc_pr_trapezoid": _pr_auc_trapezoid,
+    "auc_lift": _lift_auc,
+    "nauc_lift": lambda t, f: _nauc_lift(t, f, _lift_auc(t, f)),
+    "auc_gain": _gain_auc,
+    "ks": _ks,
+    "gini": _gini,
+}
+"""The area functions above by their metric names, without the validation.
+
+For callers whose counts are valid by construction (float64 cumulative sums of
+non-negative counts, e.g. bootstrap resamples): the same values as the public
+functions, without checking every point of every row again.
+"""

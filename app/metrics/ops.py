@@ -19,7 +19,7 @@ windows with different priors.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,7 @@ from app.errors import InvalidInput
 from app.metrics._validation import check_probability
 from app.metrics.curves import lift_auc_ideal
 from app.metrics.labeling import LABELING_METRICS
-from app.metrics.ops_labeling import labeling_ops
+from app.metrics.ops_labeling import labeling_ops_pairs
 
 if TYPE_CHECKING:
     from app.metrics.ops_scoring import ScoringReference
@@ -152,6 +152,41 @@ def outperformance_score(
     >>> abs(a - outperformance_score("precision", 0.6, 0.1)) < 1e-12
     True
     """
+    return outperformance_scores(metric, [value], [prior], at=at, reference=reference)[0]
+
+
+def outperformance_scores(
+    metric: str,
+    values: Sequence[float],
+    priors: Sequence[float],
+    *,
+    at: float | None = None,
+    reference: ScoringReference | None = None,
+) -> list[float]:
+    """:func:`outperformance_score` of several (value, prior) pairs of one metric.
+
+    The same values as one call per pair; the labeling metrics' areas are
+    evaluated for all pairs at once (e.g. the ends of an interval at the ends
+    of a prior's interval, :func:`app.metrics.uncertainty.ops_interval`).
+
+    Parameters
+    ----------
+    metric : str
+        As in :func:`outperformance_score`.
+    values, priors : sequences of float, length M
+        Pair i is the observed value ``values[i]`` at class prior ``priors[i]``.
+    at, reference
+        As in :func:`outperformance_score` (shared by every pair).
+
+    Returns
+    -------
+    list of float, length M
+
+    Examples
+    --------
+    >>> [round(x, 4) for x in outperformance_scores("f1", [0.6, 0.6], [0.1, 0.5])]
+    [0.9577, 0.6429]
+    """
     name = str(metric).strip().lower()
     alias = ALIASES.get(name)
     target = alias.target if alias is not None else name
@@ -159,24 +194,32 @@ def outperformance_score(
         raise InvalidInput(
             "metric", f"unknown metric {metric!r}; expected one of {', '.join(supported_metrics())}"
         )
-    pi = check_probability("prior", prior)
-    try:
-        mu = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInput("value", f"is {value!r}, must be a number") from None
-    if not math.isfinite(mu):
-        raise InvalidInput("value", f"is {value!r}, must be finite")
+    if len(values) != len(priors):
+        raise InvalidInput("priors", f"has {len(priors)} elements but values has {len(values)}")
+    pis, mus = [], []
+    for value, prior in zip(values, priors, strict=True):
+        pis.append(check_probability("prior", prior))
+        try:
+            mu = float(value)
+        except (TypeError, ValueError):
+            raise InvalidInput("value", f"is {value!r}, must be a number") from None
+        if not math.isfinite(mu):
+            raise InvalidInput("value", f"is {value!r}, must be finite")
+        mus.append(mu)
     u = _check_at(target, at)
-    mu = _check_value(target, alias.to_target(mu, pi) if alias else mu, name, mu)
+    mus = [
+        _check_value(target, alias.to_target(mu, pi) if alias else mu, name, mu)
+        for mu, pi in zip(mus, pis, strict=True)
+    ]
 
     if target in LABELING_METRICS:
-        return labeling_ops(target, mu, pi)
+        return labeling_ops_pairs(target, mus, pis)
 
     from app.metrics.ops_scoring import scoring_reference
 
     ref = reference if reference is not None else scoring_reference()
     if u is None:
-        return ref.ops_area(target, mu, pi)
+        return [ref.ops_area(target, mu, pi) for mu, pi in zip(mus, pis, strict=True)]
     if target == "precision_at_recall":
-        return ref.ops_precision_at_recall(mu, pi, u)
-    return ref.ops_precision_at_fraction(mu, pi, u)
+        return [ref.ops_precision_at_recall(mu, pi, u) for mu, pi in zip(mus, pis, strict=True)]
+    return [ref.ops_precision_at_fraction(mu, pi, u) for mu, pi in zip(mus, pis, strict=True)]

@@ -38,6 +38,7 @@ closed form, the prior-free closed forms and a brute-force grid).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -101,18 +102,38 @@ def f1_ops(value: float, prior: float) -> float:
     return min(1.0, first - excess * excess / (2.0 * pi * (1.0 - pi) * mu * (2.0 - mu)))
 
 
-def _gap(metric: LabelingMetric, prior: float, value: float, s: FloatArray, t: FloatArray) -> Array:
-    """Signed gap to ``value`` at a = (t+s)/2, b = (t-s)/2: negative exactly where M is worse.
+def _rates(s: FloatArray, t: FloatArray) -> tuple[Array, Array]:
+    """The error rates a = (t+s)/2, b = (t-s)/2 of diagonal points, clipped to [0, 1]."""
+    a = np.minimum(np.maximum(0.5 * (t + s), 0.0), 1.0)  # np.clip's values, without its overhead
+    b = np.minimum(np.maximum(0.5 * (t - s), 0.0), 1.0)
+    return a, b
+
+
+def _metric_at(metric: LabelingMetric, prior: float | Array, a: Array, b: Array) -> Array:
+    """M(prior, a, b) through the registry function; ``prior``, ``a`` and ``b`` broadcast."""
+    # from_rates is plain arithmetic and broadcasts over arrays of rates.
+    c = ConfusionCounts.from_rates(cast(float, prior), cast(float, a), cast(float, b))
+    m: Array = metric.func(c.tp, c.fp, c.fn, c.tn)
+    return m
+
+
+def _gap_of(metric: LabelingMetric, m: Array, value: float | Array) -> Array:
+    """Signed gap of metric values ``m`` to ``value``: negative exactly where M is worse.
 
     ``M - value`` when higher is better, ``value - M`` otherwise; nan where M is
-    undefined (never worse, since ``nan < 0`` is false). ``s`` and ``t`` broadcast.
+    undefined (never worse, since ``nan < 0`` is false).
     """
-    a = np.clip(0.5 * (t + s), 0.0, 1.0)
-    b = np.clip(0.5 * (t - s), 0.0, 1.0)
-    # from_rates is plain arithmetic and broadcasts over arrays of rates.
-    c = ConfusionCounts.from_rates(prior, cast(float, a), cast(float, b))
-    m = metric.func(c.tp, c.fp, c.fn, c.tn)
     return m - value if metric.greater_is_better else value - m
+
+
+def _gap(
+    metric: LabelingMetric, prior: float | Array, value: float | Array, s: FloatArray, t: FloatArray
+) -> Array:
+    """:func:`_gap_of` at the points (s, t) of the diagonals; every argument broadcasts."""
+    return _gap_of(metric, _metric_at(metric, prior, *_rates(s, t)), value)
+
+
+_A_GRID, _B_GRID = _rates(_S[:, None], _T_GRID)  # the bracketing grid's rates, for every metric
 
 
 def worse_area(metric: LabelingMetric, value: float, prior: float) -> float:
@@ -132,21 +153,48 @@ def worse_area(metric: LabelingMetric, value: float, prior: float) -> float:
     float
         The OPS, in [0, 1], to about 1e-5.
     """
-    gap = _gap(metric, prior, value, _S[:, None], _T_GRID)  # (diagonals, points)
+    return float(worse_areas(metric, [value], [prior])[0])
+
+
+def worse_areas(metric: LabelingMetric, values: Sequence[float], priors: Sequence[float]) -> Array:
+    """:func:`worse_area` of several (value, prior) pairs, in one vectorised evaluation.
+
+    Parameters
+    ----------
+    metric : LabelingMetric
+        A registry entry.
+    values, priors : sequences of float, length M
+        Pair i is the observed value ``values[i]`` at prior ``priors[i]``.
+
+    Returns
+    -------
+    ndarray of float64, shape (M,)
+        Element i equals ``worse_area(metric, values[i], priors[i])``.
+    """
+    mu = np.asarray(values, dtype=np.float64)
+    pi = np.asarray(priors, dtype=np.float64)
+    pairs = mu.size
+    # (pairs, diagonals, points); every operation is elementwise, so a pair's
+    # values are those of evaluating it alone. M on the grid depends on the
+    # prior only: once per distinct prior (an interval's two ends share one).
+    distinct, which = np.unique(pi, return_inverse=True)
+    on_grid = _metric_at(metric, distinct[:, None, None], _A_GRID, _B_GRID)
+    gap = _gap_of(metric, on_grid[which.reshape(pairs)], mu[:, None, None])
     worse = gap < 0.0
-    left, right = worse[:, :-1], worse[:, 1:]
-    length = np.count_nonzero(left & right, axis=1) * _CELL  # whole cells inside
-    line, cell = np.nonzero(left != right)  # one bracket per change of the predicate
+    left, right = worse[..., :-1], worse[..., 1:]
+    length = np.count_nonzero(left & right, axis=-1) * _CELL  # whole cells inside
+    pair, line, cell = np.nonzero(left != right)  # one bracket per change of the predicate
     if line.size:
         s = _S[line]
         start = _T_LO[line] + cell * _CELL[line]
         end = start + _CELL[line]
         lo, hi = start, end
-        g_lo, g_hi = gap[line, cell], gap[line, cell + 1]
-        worse_lo = left[line, cell]
+        g_lo, g_hi = gap[pair, line, cell], gap[pair, line, cell + 1]
+        worse_lo = left[pair, line, cell]
+        pair_pi, pair_mu = pi[pair], mu[pair]
         for _ in range(N_BISECT):
             mid = 0.5 * (lo + hi)
-            g_mid = _gap(metric, prior, value, s, mid)
+            g_mid = _gap(metric, pair_pi, pair_mu, s, mid)
             same = (g_mid < 0.0) == worse_lo
             lo, g_lo = np.where(same, mid, lo), np.where(same, g_mid, g_lo)
             hi, g_hi = np.where(same, hi, mid), np.where(same, g_hi, g_mid)
@@ -155,9 +203,11 @@ def worse_area(metric: LabelingMetric, value: float, prior: float) -> float:
         frac = np.where(secant, g_lo / np.where(secant, g_lo - g_hi, 1.0), 0.5)
         edge = lo + np.clip(frac, 0.0, 1.0) * (hi - lo)
         part = np.where(worse_lo, edge - start, end - edge)
-        length = length + np.bincount(line, weights=part, minlength=N_DIAGONALS)
-    area = 0.5 * _STEP * float(np.sum(length))
-    return min(1.0, max(0.0, area))
+        found = np.bincount(pair * N_DIAGONALS + line, weights=part, minlength=length.size)
+        length = length + found.reshape(length.shape)
+    area = 0.5 * _STEP * np.sum(length, axis=-1)
+    clipped: Array = np.where(area > 0.0, np.minimum(area, 1.0), 0.0)
+    return clipped.reshape(pairs)
 
 
 def labeling_ops(name: str, value: float, prior: float) -> float:
@@ -171,6 +221,17 @@ def labeling_ops(name: str, value: float, prior: float) -> float:
     >>> round(labeling_ops("recall", 0.3, 0.1), 4)  # prior-free: OPS_recall(mu) = mu
     0.3
     """
+    return labeling_ops_pairs(name, [value], [prior])[0]
+
+
+def labeling_ops_pairs(name: str, values: Sequence[float], priors: Sequence[float]) -> list[float]:
+    """:func:`labeling_ops` of several (value, prior) pairs (one evaluation of :func:`worse_areas`).
+
+    Examples
+    --------
+    >>> [round(x, 4) for x in labeling_ops_pairs("recall", [0.3, 0.6], [0.1, 0.5])]
+    [0.3, 0.6]
+    """
     if name == "f1":
-        return f1_ops(value, prior)
-    return worse_area(LABELING_METRICS[name], value, prior)
+        return [f1_ops(v, p) for v, p in zip(values, priors, strict=True)]
+    return [float(x) for x in worse_areas(LABELING_METRICS[name], values, priors)]

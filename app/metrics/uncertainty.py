@@ -70,6 +70,7 @@ from scipy import special, stats
 
 from app.errors import InvalidInput
 from app.metrics._validation import check_count, check_probability
+from app.metrics.areas import AREA_KERNELS
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import (
     average_precision_from_counts,
@@ -81,7 +82,7 @@ from app.metrics.curves import (
     pr_auc_trapezoid_from_counts,
     roc_auc_from_counts,
 )
-from app.metrics.labeling import LABELING_METRICS, Array
+from app.metrics.labeling import LABELING_METRICS, Array, LabelingMetric, MetricFunc
 
 __all__ = [
     "CALIBRATED_PREFIX",
@@ -199,7 +200,8 @@ class RatePosterior:
 
     def metric_samples(self, metric: str) -> Array:
         """Samples of a registered labeling metric, element s from draw s."""
-        return self._samples(metric, self.prior, self.alpha, self.beta)
+        func = _registered(metric).func
+        return _metric_samples([func], _counts(self.prior, self.alpha, self.beta))[0]
 
     def interval(self, metric: str, level: float = 0.95) -> Interval:
         """Equal-tailed ``level`` interval of the metric, widened at the boundaries.
@@ -208,29 +210,70 @@ class RatePosterior:
         with a rate replaced by each of its :attr:`boundaries` alternatives
         (Brown, Cai and DasGupta's modification, for any metric).
         """
-        low, high = _interval(self.metric_samples(metric), _check_level(level))
-        if math.isnan(low):
-            return _NAN_INTERVAL
-        for rate, other in self.boundaries:
-            draws = {"prior": self.prior, "alpha": self.alpha, "beta": self.beta}
-            draws[rate] = other
-            b_low, b_high = _interval(self._samples(metric, **draws), level)
-            if not math.isnan(b_low):
-                low, high = min(low, b_low), max(high, b_high)
-        return low, high
+        return self.intervals([metric], level)[metric]
 
-    @staticmethod
-    def _samples(metric: str, prior: Array, alpha: Array, beta: Array) -> Array:
-        m = LABELING_METRICS.get(metric)
-        if m is None:
-            raise InvalidInput(
-                "metric",
-                f"unknown labeling metric {metric!r}; one of {', '.join(LABELING_METRICS)}",
+    def intervals(self, metrics: Iterable[str], level: float = 0.95) -> dict[str, Interval]:
+        """:meth:`interval` of several metrics, evaluated together.
+
+        Each set of draws becomes one confusion matrix of arrays, shared by the
+        metrics, and the quantiles of every metric come from one call: the
+        same intervals as one :meth:`interval` call per metric.
+        """
+        lvl = _check_level(level)
+        names = list(dict.fromkeys(metrics))
+        funcs = [_registered(name).func for name in names]
+        draws = {"prior": self.prior, "alpha": self.alpha, "beta": self.beta}
+        hulls = _equal_tailed(_metric_samples(funcs, _counts(**draws)), lvl)
+        for rate, other in self.boundaries:
+            alternative = _equal_tailed(
+                _metric_samples(funcs, _counts(**{**draws, rate: other})), lvl
             )
-        # from_rates is plain arithmetic, so it broadcasts over the arrays of draws
-        c = ConfusionCounts.from_rates(cast(float, prior), cast(float, alpha), cast(float, beta))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.asarray(m.func(c.tp, c.fp, c.fn, c.tn), dtype=np.float64)
+            for i, ((low, high), (b_low, b_high)) in enumerate(
+                zip(hulls, alternative, strict=True)
+            ):
+                if not (math.isnan(low) or math.isnan(b_low)):
+                    hulls[i] = min(low, b_low), max(high, b_high)
+        return dict(zip(names, hulls, strict=True))
+
+
+def _registered(metric: str) -> LabelingMetric:
+    m = LABELING_METRICS.get(metric)
+    if m is None:
+        raise InvalidInput(
+            "metric",
+            f"unknown labeling metric {metric!r}; one of {', '.join(LABELING_METRICS)}",
+        )
+    return m
+
+
+def _counts(prior: Array, alpha: Array, beta: Array) -> ConfusionCounts:
+    """The matrices of S draws as one ConfusionCounts of arrays (from_rates broadcasts)."""
+    return ConfusionCounts.from_rates(cast(float, prior), cast(float, alpha), cast(float, beta))
+
+
+def _metric_samples(funcs: list[MetricFunc], c: ConfusionCounts) -> list[Array]:
+    """Each metric function on the matrices of the draws, shape (S,) each."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return [np.asarray(func(c.tp, c.fp, c.fn, c.tn), dtype=np.float64) for func in funcs]
+
+
+def _equal_tailed(samples: list[Array], level: float) -> list[Interval]:
+    """:func:`_interval` of each sample array; the fully defined ones from one quantile call."""
+    defined = [bool(np.isfinite(x).all()) for x in samples]
+    out = [
+        _NAN_INTERVAL if full else _interval(x, level)
+        for x, full in zip(samples, defined, strict=True)
+    ]
+    whole = [i for i, full in enumerate(defined) if full]
+    if whole:
+        tails = np.quantile(
+            np.stack([samples[i] for i in whole]),
+            [(1.0 - level) / 2.0, (1.0 + level) / 2.0],
+            axis=1,
+        )
+        for i, low, high in zip(whole, tails[0].tolist(), tails[1].tolist(), strict=True):
+            out[i] = low, high
+    return out
 
 
 def _boundaries(
@@ -324,9 +367,11 @@ def rate_interval(successes: float, trials: float, level: float = 0.95) -> Inter
     x, n, lvl = float(successes), float(trials), _check_level(level)
     if not (0.0 <= x <= n) or n == 0.0:
         return _NAN_INTERVAL
-    tails = ((1.0 - lvl) / 2.0, (1.0 + lvl) / 2.0)
-    low, high = (float(q) for q in stats.beta.ppf(tails, x + JEFFREYS, n - x + JEFFREYS))
-    uniform = stats.beta.ppf(tails, x + 1.0, n - x + 1.0)
+    tails = np.array([[(1.0 - lvl) / 2.0], [(1.0 + lvl) / 2.0]])
+    # column 0 Jeffreys, column 1 uniform prior: one elementwise call for both
+    ends = stats.beta.ppf(tails, [x + JEFFREYS, x + 1.0], [n - x + JEFFREYS, n - x + 1.0])
+    low, high = float(ends[0, 0]), float(ends[1, 0])
+    uniform = ends[:, 1]
     if x <= 1.0:
         low, high = 0.0, max(high, float(uniform[1]))
     if x >= n - 1.0:
@@ -384,7 +429,7 @@ def credible_intervals(
     posterior = sample_rate_posterior(
         counts, rng=rng, n_samples=n_samples, pi0=pi0, prior_count=prior_count
     )
-    return {name: posterior.interval(name, lvl) for name in metrics}
+    return posterior.intervals(metrics, lvl)
 
 
 def credible_interval(
@@ -444,17 +489,16 @@ def ops_interval(
     at : float or None
         The point of a point metric (see ``outperformance_score``).
     """
-    from app.metrics.ops import outperformance_score  # the DBT reference loads on demand
+    from app.metrics.ops import outperformance_scores  # the DBT reference loads on demand
 
     low, high = (float(x) for x in interval)
     priors = (prior,) if isinstance(prior, int | float) else tuple(float(p) for p in prior)
     if math.isnan(low) or math.isnan(high) or any(math.isnan(p) for p in priors):
         return _NAN_INTERVAL
-    ends = [
-        outperformance_score(metric, mu, min(max(p, 1e-9), 1.0 - 1e-9), at=at)
-        for p in priors
-        for mu in (low, high)
-    ]
+    inside = [min(max(p, 1e-9), 1.0 - 1e-9) for p in priors]
+    ends = outperformance_scores(
+        metric, [low, high] * len(inside), [p for p in inside for _ in (low, high)], at=at
+    )
     return min(ends), max(ends)
 
 
@@ -472,46 +516,84 @@ def _check_histograms(positives: Any, negatives: Any) -> tuple[Array, Array]:
 
 
 def _resample(hist: Array, size: int, method: ResampleMethod, gen: np.random.Generator) -> Array:
-    """(size, K) resampled bin counts of one class."""
+    """(size, K) cumulative counts of resampled bins of one class.
+
+    The draws are whole numbers, so their cumulative sums are exact in any
+    order: they are summed as integers and converted once.
+    """
     if method == "poisson":
-        return gen.poisson(hist, size=(size, hist.size)).astype(np.float64)
-    total = float(hist.sum())
-    if total == 0.0:
-        return np.zeros((size, hist.size))
-    return gen.multinomial(round(total), hist / total, size=size).astype(np.float64)
+        draws = gen.poisson(hist, size=(size, hist.size))
+    else:
+        total = float(hist.sum())
+        if total == 0.0:
+            return np.zeros((size, hist.size))
+        draws = gen.multinomial(round(total), hist / total, size=size)
+    return np.cumsum(draws, axis=1).astype(np.float64)
 
 
-def _areas(name: str, tps: Array, fps: Array, pi0: float) -> Array:
-    """Area ``name`` of each row of cumulative counts; at pi0 for ``calibrated_`` names."""
-    area = CURVE_AREAS[name.removeprefix(CALIBRATED_PREFIX)]
-    if not name.startswith(CALIBRATED_PREFIX):
-        return np.asarray(area(tps, fps), dtype=np.float64)
-    p, n = tps[:, -1:], fps[:, -1:]
-    defined = (p[:, 0] > 0.0) & (n[:, 0] > 0.0)  # rates need both classes
-    at_prior_tps = pi0 * tps / np.where(p > 0.0, p, 1.0)
-    at_prior_fps = (1.0 - pi0) * fps / np.where(n > 0.0, n, 1.0)
-    return np.where(defined, area(at_prior_tps, at_prior_fps), np.nan)
+def _areas(names: Iterable[str], tps: Array, fps: Array, pi0: float) -> dict[str, Array]:
+    """Each area of ``names`` for every row of cumulative counts; at pi0 for ``calibrated_`` names.
+
+    The counts are valid by construction (cumulative sums of observed or
+    resampled bin counts), so the kernels run without validation; gini is
+    2·auc_roc − 1 of the same rows (as :func:`gini_from_counts` computes it)
+    and the curves at pi0 are built once for all ``calibrated_`` names.
+    """
+    wanted = list(names)
+    at_pi0 = None
+    if any(name.startswith(CALIBRATED_PREFIX) for name in wanted):
+        p, n = tps[:, -1:], fps[:, -1:]
+        defined = (p[:, 0] > 0.0) & (n[:, 0] > 0.0)  # rates need both classes
+        at_pi0 = (
+            pi0 * tps / np.where(p > 0.0, p, 1.0),
+            (1.0 - pi0) * fps / np.where(n > 0.0, n, 1.0),
+        )
+    done: dict[str, Array] = {}
+
+    def area(name: str) -> Array:
+        if name not in done:
+            base = name.removeprefix(CALIBRATED_PREFIX)
+            if base == "gini":
+                done[name] = 2.0 * area(name.replace("gini", "auc_roc")) - 1.0
+            elif at_pi0 is None or base == name:
+                done[name] = np.asarray(AREA_KERNELS[base](tps, fps), dtype=np.float64)
+            else:
+                done[name] = np.where(defined, AREA_KERNELS[base](*at_pi0), np.nan)
+        return done[name]
+
+    return {name: area(name) for name in wanted}
 
 
-def _jackknife(name: str, pos_desc: Array, neg_desc: Array, prior: float) -> tuple[Array, Array]:
-    """Leave-one-example-out values of area ``name`` and how many examples each stands for.
+def _jackknife(
+    names: list[str], pos_desc: Array, neg_desc: Array, prior: float
+) -> dict[str, tuple[Array, Array]]:
+    """Leave-one-example-out values of each area and how many examples each stands for.
 
     Removing one example from a bin gives the same area for every example of
     that bin, so one value per non-empty bin of each class suffices (the bin's
     count is its weight). Bins with a count below one lose what they hold.
+    The rows of both classes are built once and shared by every area.
     """
     k = pos_desc.size
     tps, fps = np.cumsum(pos_desc), np.cumsum(neg_desc)
     later = np.arange(k)[None, :] >= np.arange(k)[:, None]  # row j: bins j.. lose the example
-    values, weights = [], []
-    for hist, rows_tps, rows_fps in (
-        (pos_desc, tps - later * np.minimum(pos_desc, 1.0)[:, None], np.broadcast_to(fps, (k, k))),
-        (neg_desc, np.broadcast_to(tps, (k, k)), fps - later * np.minimum(neg_desc, 1.0)[:, None]),
-    ):
-        held = hist > 0.0
-        values.append(_areas(name, rows_tps[held], rows_fps[held], prior))
-        weights.append(hist[held])
-    return np.concatenate(values), np.concatenate(weights)
+    held_pos, held_neg = pos_desc > 0.0, neg_desc > 0.0
+    rows_tps = np.concatenate(
+        (
+            (tps - later * np.minimum(pos_desc, 1.0)[:, None])[held_pos],
+            np.broadcast_to(tps, (int(np.count_nonzero(held_neg)), k)),
+        )
+    )
+    rows_fps = np.concatenate(
+        (
+            np.broadcast_to(fps, (int(np.count_nonzero(held_pos)), k)),
+            (fps - later * np.minimum(neg_desc, 1.0)[:, None])[held_neg],
+        )
+    )
+    weights = np.concatenate((pos_desc[held_pos], neg_desc[held_neg]))
+    return {
+        name: (values, weights) for name, values in _areas(names, rows_tps, rows_fps, prior).items()
+    }
 
 
 def _bca_levels(
@@ -610,7 +692,7 @@ def bootstrap_intervals(
     True
     """
     pos, neg = _check_histograms(positives, negatives)
-    names = list(areas)
+    names = list(dict.fromkeys(areas))
     for name in names:
         if name.removeprefix(CALIBRATED_PREFIX) not in CURVE_AREAS:
             raise InvalidInput(
@@ -639,17 +721,16 @@ def bootstrap_intervals(
     chunk = max(1, _MAX_CHUNK_ELEMENTS // k)
     for start in range(0, b, chunk):
         size = min(chunk, b - start)
-        tps = np.cumsum(_resample(pos_desc, size, method, gen), axis=1)
-        fps = np.cumsum(_resample(neg_desc, size, method, gen), axis=1)
-        for name in names:
-            samples[name].append(_areas(name, tps, fps, prior))
-    tps_obs, fps_obs = np.cumsum(pos_desc)[None, :], np.cumsum(neg_desc)[None, :]
-    out: dict[str, Interval] = {}
-    for name in names:
-        point = float(_areas(name, tps_obs, fps_obs, prior)[0])
-        jack = _jackknife(name, pos_desc, neg_desc, prior)
-        out[name] = _bca_interval(np.concatenate(samples[name]), point, jack, lvl)
-    return out
+        tps = _resample(pos_desc, size, method, gen)
+        fps = _resample(neg_desc, size, method, gen)
+        for name, values in _areas(names, tps, fps, prior).items():
+            samples[name].append(values)
+    points = _areas(names, np.cumsum(pos_desc)[None, :], np.cumsum(neg_desc)[None, :], prior)
+    jacks = _jackknife(names, pos_desc, neg_desc, prior)
+    return {
+        name: _bca_interval(np.concatenate(samples[name]), float(points[name][0]), jacks[name], lvl)
+        for name in names
+    }
 
 
 def bootstrap_interval(

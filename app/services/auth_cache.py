@@ -1,15 +1,18 @@
-"""Short-lived in-process cache of what authorises a batch: active keys and model settings.
+"""In-process cache of what authorises a batch: active keys and model settings.
 
 Without it every ``POST .../batches`` pays two queries (the key by token
 hash, the model by name) before its body is read (bench/bench_ingest.py).
 
-Staleness bound (docs/api.md, "Ingestion speed"):
-
-- in this process, revoking a key (:func:`app.services.keys.revoke_key`) or
-  updating a model (:func:`app.services.models.update_model`) clears the
-  cache at once: the next batch sees the change;
-- another API replica, or a change made outside the API, is seen within
-  :data:`TTL_SECONDS`.
+A cached answer is never trusted alone: the batch route passes it to
+ingestion, which checks it again in the batch's first round trip (the key
+still unrevoked, the model's ``updated_at`` unchanged: app/db/queries.py
+``read_admission``) and, if it no longer holds, the route clears the cache
+and authorises from the database (docs/api.md, "Ingestion speed"). So a
+revocation or a model update is seen at once by every process. In this
+process, revoking a key (:func:`app.services.keys.revoke_key`) or updating a
+model (:func:`app.services.models.update_model`) also clears the cache; an
+entry lives at most :data:`TTL_SECONDS`, which bounds how long a forgotten
+key stays in memory.
 
 Only positive answers are cached (an unknown token or model is looked up
 every time), per engine, so two apps over two databases never share entries.
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 TTL_SECONDS = 2.0
-"""How long an entry is trusted; the bound on staleness across processes (<= 5 s)."""
+"""How long an entry is kept (each use is checked again against the database)."""
 
 
 @dataclass(frozen=True)

@@ -6,17 +6,18 @@ Three ceilings, one per sum a batch increases:
   in it: a histogram bin, a confusion cell). Checked while parsing.
 * :data:`MAX_WINDOW_COUNT` (2^53, the largest count exact in float64): the
   examples of one window aggregate (so its every bin and cell, each a part
-  of it). Checked against the stored aggregate at ingest, with the row locked.
+  of it). Checked at ingest against the stored aggregate plus its unfolded
+  deltas (a plain read, no lock: app/db/queries.py ``ExampleTotals``).
 * :data:`MAX_MODEL_COUNT` (2^62): the examples of one model over all its
   windows (the ``priorwatch_batch_rows_total``-style totals of the exporter).
   Checked at ingest against the sum of the model's all-traffic windows.
 
 The gap between the per-batch ceiling and the stored type (int64, 2^63) is
-headroom: were batches ever stored as deltas and folded into the aggregate
-later, the ingest check would see a total up to the unfolded deltas behind,
-and it would take 2^22 (four million) unfolded batches of the largest size
-to pass int64 from a full window. A batch that would pass a ceiling is
-refused whole (422 naming the limit); nothing of it is stored.
+headroom: the ingest check is a plain read, blind to the batches being
+stored at the same moment, and it would take 2^22 (four million) such
+concurrent batches of the largest size to pass int64 from a full window. A
+batch that would pass a ceiling is refused whole (422 naming the limit);
+nothing of it is stored.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def check_room(
         Examples already in each window aggregate the batch goes to.
     model_total : float
         Examples already stored for the model (all traffic, every window;
-        a float sum, see :func:`app.db.queries.example_totals`).
+        a float sum, see :class:`app.db.queries.ExampleTotals`).
     """
     fullest = max(stored_window_counts, default=0)
     if fullest + added > MAX_WINDOW_COUNT:

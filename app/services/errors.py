@@ -40,3 +40,8 @@ class RequestInFlight(PriorwatchError):
     """A request with the same Idempotency-Key is still being processed."""
 
     retry_after_seconds = 1
+
+
+class StaleCredential(PriorwatchError):
+    """The cached authorisation of a batch no longer holds (its model's settings
+    changed, or its key was revoked): authorise it again from the database."""

@@ -11,8 +11,9 @@
   a 64-bit hash of (model, key), held until the first transaction ends (so it
   works across API replicas); on SQLite (one process) through an in-process
   registry.
-- Retention: keys live as long as their batch rows, which priorwatch never
-  deletes; the documented guarantee is at least 24 hours (docs/api.md).
+- Retention: keys live as long as their batch rows, which the worker deletes
+  after the configured retention; the documented guarantee is at least 24
+  hours (docs/api.md).
 """
 
 from __future__ import annotations
@@ -20,15 +21,14 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.db import queries
-from app.db.models import Batch
 from app.errors import InvalidInput
-from app.services.errors import IdempotencyKeyReused, RequestInFlight
+from app.services.errors import IdempotencyKeyReused, RequestInFlight, StaleCredential
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255
@@ -90,36 +90,51 @@ IN_FLIGHT = InFlightRegistry()
 
 @contextmanager
 def in_flight_guard(
-    session: Session, model_id: int, key: str | None
-) -> Iterator[queries.StoredAnswer | Batch | None]:
+    session: Session,
+    model_id: int,
+    key: str | None,
+    window: queries.WindowKey | None = None,
+    credential: queries.CachedCredential | None = None,
+) -> Iterator[queries.Admission]:
     """Hold (model, key) for the block, or raise :class:`RequestInFlight`.
 
-    Yields the batch already stored with that key (for :func:`replay_response`),
-    or None (no key, or a new one), looked up once the key is held.
+    Yields the admission read (:func:`app.db.queries.read_admission`): the
+    batch already stored with that key (for :func:`replay_response`), looked
+    up once the key is held; given ``window``, that window's totals; given
+    ``credential``, whether it still holds (:class:`StaleCredential` if not,
+    before any answer about the key).
 
     On PostgreSQL this starts the session's transaction and takes the advisory
-    lock in it, in the same round trip as the lookup; the lock is released
-    when that transaction commits or rolls back, so the caller must write the
-    batch in the same transaction.
+    lock in it, in the same round trip as the reads; the lock is released when
+    that transaction commits or rolls back, so the caller must write the batch
+    in the same transaction.
     """
-    if key is None:
-        yield None
-        return
     bind = session.get_bind()
     if bind.dialect.name == "postgresql":
-        locked, earlier = queries.lock_and_find_answer(
-            session, advisory_lock_id(model_id, key), model_id, key
+        lock_id = None if key is None else advisory_lock_id(model_id, key)
+        admission = queries.read_admission(
+            session, model_id, lock_id=lock_id, key=key, window=window, credential=credential
         )
-        if not locked:
+        _check_credential(admission)
+        if not admission.locked:
             session.rollback()
             raise RequestInFlight(f"a request with {HEADER} {key!r} is still being processed")
-        yield earlier
+        yield admission
         return
-    with IN_FLIGHT.hold(str(bind.engine.url), model_id, key):
-        yield queries.find_batch_by_idempotency_key(session, model_id, key)
+    with IN_FLIGHT.hold(str(bind.engine.url), model_id, key) if key is not None else nullcontext():
+        admission = queries.read_admission(
+            session, model_id, key=key, window=window, credential=credential
+        )
+        _check_credential(admission)
+        yield admission
 
 
-def replay_response(batch: Batch | queries.StoredAnswer, body_hash: str) -> dict[str, Any]:
+def _check_credential(admission: queries.Admission) -> None:
+    if not admission.credential_holds:
+        raise StaleCredential("the cached model settings or API key changed")
+
+
+def replay_response(batch: queries.StoredAnswer, body_hash: str) -> dict[str, Any]:
     """The stored response of ``batch`` if the body matches, else :class:`IdempotencyKeyReused`."""
     if batch.request_hash != body_hash:
         raise IdempotencyKeyReused(

@@ -2,25 +2,31 @@
 
 Order of work for ``POST /v1/models/{name}/batches``:
 
-1. in-flight guard on (model, Idempotency-Key) -> 409 if held;
-2. replay lookup: a batch with that key -> its stored answer (same body) or
-   422 (other body); nothing stored;
-3. parse and validate the body (no database locks held; the body hash is
-   computed beside steps 1-3 in another thread);
-4. one write transaction: check the count ceilings against the window's
-   and the model's totals, unfolded deltas included (app/services/
-   count_limits.py; plain reads, no lock), insert the batch row and its
-   deltas (one per aggregate it counts in: all traffic, and the segment's if
-   any), and create the window's aggregate rows if the read found them
-   missing (``ON CONFLICT DO NOTHING``: a row created meanwhile by another
-   batch is neither written nor locked); commit. Any
-   failure rolls all of it back. No statement waits for another batch's
-   transaction (but for the first creation of an aggregate row); the worker
-   folds the deltas into the aggregates later (app/services/window_refresh.py).
+1. parse and validate the body (no database work; the body hash is computed
+   beside it for large bodies). If the body is refused, the key decides
+   first, as if steps 2-3 had come before: 409 while in flight, the replay
+   of its batch (or 422 for another body), else the body's error;
+2. in-flight guard on (model, Idempotency-Key) -> 409 if held;
+3. one read (app/db/queries.py ``read_admission``): the replay lookup (a
+   batch with that key -> its stored answer, same body, or 422, other body;
+   nothing stored), the window's and the model's totals for the count
+   ceilings, unfolded deltas included (app/services/count_limits.py; plain
+   reads, no lock), and the cached authorisation checked again (the route's
+   key and model settings: :class:`~app.services.errors.StaleCredential`
+   if either changed);
+4. one write transaction: create the window's aggregate rows if the read
+   found them missing (``ON CONFLICT DO NOTHING``: a row created meanwhile
+   by another batch is neither written nor locked), insert the batch row
+   and its deltas (one per aggregate it counts in: all traffic, and the
+   segment's if any); commit. Any failure rolls all of it back. No statement
+   waits for another batch's transaction (but for the first creation of an
+   aggregate row); the worker folds the deltas into the aggregates later
+   (app/services/window_refresh.py).
 
-On PostgreSQL steps 1-4 share one transaction (the advisory lock of step 1
-lives until the commit); on SQLite the write transaction of step 4 starts
-with BEGIN IMMEDIATE after the reads.
+On PostgreSQL steps 2-4 share one transaction (the advisory lock of step 2
+lives until the commit), step 3 is one pipelined round trip and the inserts
+of step 4 one statement; on SQLite the write transaction of step 4 starts
+with BEGIN IMMEDIATE after the reads, so only the inserts are serialised.
 """
 
 from __future__ import annotations
@@ -31,26 +37,31 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db import queries
-from app.db.models import ALL_SEGMENTS, Batch, BatchDelta
+from app.db.models import ALL_SEGMENTS
 from app.db.session import write_transaction
+from app.errors import InvalidInput
 from app.services import idempotency
 from app.services.batch_parsing import ParsedBatch, parse_batch
 from app.services.count_limits import check_room
 from app.services.deltas import Delta
+from app.services.errors import MalformedBody
 from app.services.model_config import ModelConfig
 from app.services.windowing import isoformat_z
 
 _HASHER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="priorwatch-body-hash")
-"""Hashes request bodies beside the request's own work: hashlib releases the
-GIL on large inputs, so the hash of a 2 MB body (about 1.5 ms) runs on another
-core while this thread waits for the database and parses. (Parsing there too
-was measured slower: it holds the GIL; bench/bench_ingest.py.)"""
+"""Hashes large request bodies beside the request's own work: hashlib releases
+the GIL on large inputs, so the hash of a 2 MB body (about 1.5 ms) runs on
+another core while this thread waits for the database and parses. (Parsing
+there too was measured slower: it holds the GIL; bench/bench_ingest.py.)"""
+
+INLINE_HASH_BYTES = 64 * 1024
+"""Bodies up to this size are hashed in the request's thread: a small body
+hashes in microseconds, less than handing it to another thread costs."""
 
 
 @dataclass(frozen=True)
@@ -61,63 +72,103 @@ class IngestOutcome:
     replayed: bool
 
 
-def _lookup_replay(
-    session: Session, model_id: int, key: str | None, body_hash: Future[str]
-) -> IngestOutcome | None:
-    if key is None:
-        return None
-    earlier = queries.find_batch_by_idempotency_key(session, model_id, key)
-    if earlier is None:
-        return None
+def _hash_body(body: bytes) -> Future[str]:
+    if len(body) > INLINE_HASH_BYTES:
+        return _HASHER.submit(idempotency.request_hash, body)
+    done: Future[str] = Future()
+    done.set_result(idempotency.request_hash(body))
+    return done
+
+
+def _replay(earlier: queries.StoredAnswer, body_hash: Future[str]) -> IngestOutcome:
     return IngestOutcome(idempotency.replay_response(earlier, body_hash.result()), replayed=True)
 
 
-def _store(
+def _lookup_replay(
+    session: Session, model_id: int, key: str | None, body_hash: Future[str]
+) -> IngestOutcome | None:
+    earlier = None if key is None else queries.find_answer(session, model_id, key)
+    return None if earlier is None else _replay(earlier, body_hash)
+
+
+def _check_room(parsed: ParsedBatch, totals: queries.ExampleTotals) -> None:
+    """Refuse a batch that would pass a count ceiling."""
+    added = parsed.n + parsed.n_unlabelled  # labelled and unlabelled rows share the ceilings
+    check_room(parsed.kind, added, totals.window_counts, totals.model_total)
+
+
+def _parse_or_replay(
     session: Session,
     model: ModelConfig,
-    parsed: ParsedBatch,
+    body: bytes,
     key: str | None,
-    body_hash: str,
+    body_hash: Future[str],
+    settings: Settings,
     now: datetime,
-) -> dict[str, Any]:
+    credential: queries.CachedCredential | None,
+) -> ParsedBatch | IngestOutcome:
+    """The parsed body; if it is refused, the key decides first, as if it had been
+    looked up before parsing: 409 while held, else its replay (or 422 for another
+    body), else the body's own error."""
+    try:
+        return parse_batch(body, model, settings, now)
+    except (InvalidInput, MalformedBody):
+        with idempotency.in_flight_guard(session, model.id, key, credential=credential) as read:
+            if read.answer is not None:
+                return _replay(read.answer, body_hash)
+        raise
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """What storing a batch writes: its ``batch`` row, its ``delta`` row (one per
+    segment of ``window``) and the answer stored in the batch row."""
+
+    batch: dict[str, Any]
+    delta: dict[str, Any]
+    window: queries.WindowKey
+    response: dict[str, Any]
+
+
+def _rows(
+    model: ModelConfig, parsed: ParsedBatch, key: str | None, body_hash: str, now: datetime
+) -> _Rows:
     batch_id = uuid.uuid4()
     response = {
         "batch_id": str(batch_id),
         "window_start": isoformat_z(parsed.window_start),
         "count": parsed.n + parsed.n_unlabelled,
     }
-    session.add(
-        Batch(
-            model_id=model.id,
-            id=batch_id,
-            idempotency_key=key,
-            request_hash=body_hash,
-            kind=parsed.kind,
-            event_at=parsed.event_at,
-            window_start=parsed.window_start,
-            segment=parsed.segment,
-            n=parsed.n,
-            positives=parsed.positives,
-            unlabelled=parsed.n_unlabelled,
-            response=response,
-            received_at=now,
-        )
+    batch = {
+        "model_id": model.id,
+        "id": batch_id,
+        "idempotency_key": key,
+        "request_hash": body_hash,
+        "kind": parsed.kind,
+        "event_at": parsed.event_at,
+        "window_start": parsed.window_start,
+        "segment": parsed.segment,
+        "n": parsed.n,
+        "positives": parsed.positives,
+        "unlabelled": parsed.n_unlabelled,
+        "response": response,
+        "received_at": now,
+    }
+    delta = Delta.from_batch(batch_id, parsed).to_row(
+        model.id, ALL_SEGMENTS, parsed.window_start, now
     )
-    segments = [ALL_SEGMENTS] if parsed.segment is None else [ALL_SEGMENTS, parsed.segment]
-    totals = queries.example_totals(session, model.id, parsed.window_start, segments)
-    added = parsed.n + parsed.n_unlabelled  # labelled and unlabelled rows share the ceilings
-    check_room(parsed.kind, added, totals.window_counts, totals.model_total)
-    if totals.missing:  # the window's first batch (or a concurrent one): create the rows
+    return _Rows(batch, delta, queries.WindowKey(parsed.window_start, parsed.segment), response)
+
+
+def _store(
+    session: Session, model: ModelConfig, rows: _Rows, missing: list[str], now: datetime
+) -> None:
+    """The write transaction's statements (everything they write was built before)."""
+    if missing:  # the window's first batch (or a concurrent one): create the rows
         queries.ensure_window_aggregates(
-            session, model.id, parsed.window_start, totals.missing, model.thresholds, now
+            session, model.id, rows.window.window_start, missing, model.thresholds, now
         )
-    delta = Delta.from_batch(batch_id, parsed)
-    session.flush()  # the batch row first: a reused key fails here, before the deltas
-    session.execute(
-        insert(BatchDelta),
-        [delta.to_row(model.id, segment, parsed.window_start, now) for segment in segments],
-    )
-    return response
+    queries.insert_batch(session, rows.batch, rows.delta, rows.window.segments)
 
 
 def ingest_batch(
@@ -128,11 +179,17 @@ def ingest_batch(
     idempotency_key: str | None,
     settings: Settings,
     now: datetime,
+    credential: queries.CachedCredential | None = None,
 ) -> IngestOutcome:
     """Validate and store one batch for ``model``, or replay an earlier answer.
 
+    ``credential``: what the caller's authorisation took from a cache (``model``
+    among it), checked again in the same round trip as the key.
+
     Raises
     ------
+    StaleCredential
+        ``credential`` no longer holds; nothing was answered or stored.
     RequestInFlight
         Another request with this key is being processed.
     IdempotencyKeyReused
@@ -141,16 +198,20 @@ def ingest_batch(
         The body is not acceptable; nothing is stored.
     """
     key = idempotency.check_idempotency_key(idempotency_key)
-    body_hash = _HASHER.submit(idempotency.request_hash, body)
+    body_hash = _hash_body(body)
     try:
-        with idempotency.in_flight_guard(session, model.id, key) as earlier:
-            if earlier is not None:
-                response = idempotency.replay_response(earlier, body_hash.result())
-                return IngestOutcome(response, replayed=True)
-            parsed = parse_batch(body, model, settings, now)
+        parsed = _parse_or_replay(session, model, body, key, body_hash, settings, now, credential)
+        if isinstance(parsed, IngestOutcome):
+            return parsed
+        rows = _rows(model, parsed, key, body_hash.result(), now)
+        with idempotency.in_flight_guard(session, model.id, key, rows.window, credential) as read:
+            if read.answer is not None:
+                return _replay(read.answer, body_hash)
+            assert read.totals is not None
+            _check_room(parsed, read.totals)
             with write_transaction(session):
-                response = _store(session, model, parsed, key, body_hash.result(), now)
-            return IngestOutcome(response, replayed=False)
+                _store(session, model, rows, read.totals.missing, now)
+            return IngestOutcome(rows.response, replayed=False)
     except IntegrityError:
         # Another process stored the same key between our lookup and our write
         # (possible on SQLite with several processes; PostgreSQL holds an

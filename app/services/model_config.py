@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ class ModelConfig:
     sla : SLA objectives [{"metric", "op", "target"}].
     drift : drift settings document (see :class:`app.db.models.Model`).
     bin_edges : float64, shape (n_bins + 1,); bin j is [edges[j], edges[j+1]).
+    updated_at : when the settings were last changed (None if not read from a row).
     """
 
     id: int
@@ -39,6 +41,7 @@ class ModelConfig:
     sla: tuple[dict[str, Any], ...]
     drift: dict[str, Any]
     bin_edges: npt.NDArray[np.float64]
+    updated_at: datetime | None = None
 
     @classmethod
     def from_row(cls, model: Model) -> ModelConfig:
@@ -55,6 +58,7 @@ class ModelConfig:
             sla=tuple(dict(o) for o in model.sla),
             drift=dict(model.drift),
             bin_edges=edges,
+            updated_at=model.updated_at,
         )
 
     @property

@@ -401,3 +401,17 @@ def test_docstring_examples_run(module: str) -> None:
     importlib.import_module(module)
     result = doctest.testmod(sys.modules[module], optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_the_unchecked_area_kernels_give_the_public_functions_values_bit_for_bit() -> None:
+    from app.metrics.areas import AREA_KERNELS
+    from app.metrics.uncertainty import CURVE_AREAS
+
+    assert set(AREA_KERNELS) == set(CURVE_AREAS)
+    rng = np.random.default_rng(3)
+    tps = np.cumsum(rng.poisson(2.0, size=(50, 40)), axis=1).astype(np.float64)
+    fps = np.cumsum(rng.poisson(5.0, size=(50, 40)), axis=1).astype(np.float64)
+    tps[:3] = 0.0  # rows without positives: nan
+    fps[3:5] = 0.0  # rows without negatives
+    for name, public in CURVE_AREAS.items():
+        np.testing.assert_array_equal(AREA_KERNELS[name](tps, fps), public(tps, fps), err_msg=name)

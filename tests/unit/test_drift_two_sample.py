@@ -18,6 +18,7 @@ from app.drift.two_sample import (
     quantile_bin_starts,
     rank_sum_test,
     sidak,
+    wasserstein_distances,
     wasserstein_from_histograms,
 )
 
@@ -115,3 +116,12 @@ def test_logit_midpoints_put_outer_bins_at_their_finite_edge() -> None:
 def test_sidak_is_the_chance_that_the_least_of_m_uniforms_is_this_small(p: float, m: int) -> None:
     exact = 1 - (1 - Fraction(p)) ** m  # exact rational arithmetic, no cancellation
     assert sidak(p, m) == pytest.approx(float(exact), rel=1e-12, abs=1e-300)
+
+
+def test_wasserstein_distances_at_several_locations_are_those_of_one_call_each() -> None:
+    rng = np.random.default_rng(2)
+    reference, window = rng.poisson(4.0, 30).astype(float), rng.poisson(6.0, 30).astype(float)
+    edges = np.linspace(0.0, 1.0, 31)
+    locations = [bin_midpoints(edges), logit_bin_midpoints(edges)]
+    expected = [wasserstein_from_histograms(reference, window, p) for p in locations]
+    assert wasserstein_distances(reference, window, locations) == expected

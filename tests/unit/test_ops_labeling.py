@@ -262,3 +262,23 @@ def test_rounding_just_outside_the_range_is_accepted() -> None:
     assert outperformance_score("f1", 1.0 + 1e-12, 0.3) == pytest.approx(1.0)
     assert outperformance_score("lift", (1.0 + 1e-12) / 0.1, 0.1) == pytest.approx(1.0)
     assert outperformance_score(" F1 ", 0.6, 0.1) == pytest.approx(f1_ops(0.6, 0.1))
+
+
+@pytest.mark.parametrize(
+    "name", ["f1", "mcc", "precision", "accuracy", "error_rate", "recall_gain"]
+)
+def test_the_ops_of_several_pairs_are_those_of_one_call_per_pair(name: str) -> None:
+    from app.metrics.ops_labeling import labeling_ops_pairs, worse_areas
+
+    rng = np.random.default_rng(11)
+    low, high = LABELING_METRICS[name].lower, LABELING_METRICS[name].upper
+    values = [float(v) for v in rng.uniform(max(low, -1.0), min(high, 1.0), size=7)]
+    priors = [1e-4, 0.001, 0.05, 0.3, 0.5, 0.97, 1.0 - 1e-6]
+    one_by_one = [labeling_ops(name, v, p) for v, p in zip(values, priors, strict=True)]
+    assert labeling_ops_pairs(name, values, priors) == one_by_one
+    if name != "f1":
+        areas = worse_areas(LABELING_METRICS[name], values, priors)
+        assert areas.tolist() == [
+            worse_area(LABELING_METRICS[name], v, p) for v, p in zip(values, priors, strict=True)
+        ]
+    assert labeling_ops_pairs(name, [], []) == []

@@ -3,6 +3,8 @@ computations, interpolation error against exact evaluation, the paper's values."
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -318,3 +320,47 @@ def test_per_recall_cache_is_bounded_and_recomputes_the_same(small: ScoringRefer
         small.sorted_alpha_at_recall(0.001 + k / 400)
     assert len(small._alpha_sorted) <= 257
     np.testing.assert_array_equal(small.sorted_alpha_at_recall(0.5), first)
+
+
+@pytest.mark.parametrize(
+    ("metric", "values", "at"),
+    [
+        ("f1", [0.2, 0.7, 0.0], None),
+        ("mcc", [-0.3, 0.4, 1.0], None),
+        ("lift", [0.5, 2.0, 1.0], None),
+        ("auc_pr", [0.0, 0.3, 0.9], None),
+        ("auc_roc", [0.4, 0.8, 1.0], None),
+        ("gini", [-0.2, 0.5, 0.9], None),
+        ("auc_lift", [1.0, 1.5, 2.0], None),
+        ("precision_at_recall", [0.1, 0.5, 0.9], 0.6),
+        ("precision_at_fraction", [0.1, 0.5, 0.9], 0.05),
+    ],
+)
+def test_the_ops_of_several_pairs_equal_one_call_per_pair(
+    metric: str, values: list[float], at: float | None
+) -> None:
+    from app.metrics.ops import outperformance_scores
+
+    priors = [0.02, 0.3, 0.6]
+    expected = [
+        outperformance_score(metric, v, p, at=at) for v, p in zip(values, priors, strict=True)
+    ]
+    assert outperformance_scores(metric, values, priors, at=at) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "priors", "field"),
+    [
+        ([0.5, 0.6], [0.1], "priors"),
+        ([0.5, math.nan], [0.1, 0.2], "value"),
+        ([0.5], [0.0], "prior"),
+    ],
+)
+def test_the_ops_of_several_pairs_reject_bad_input(
+    values: list[float], priors: list[float], field: str
+) -> None:
+    from app.metrics.ops import outperformance_scores
+
+    with pytest.raises(InvalidInput) as err:
+        outperformance_scores("mcc", values, priors)
+    assert err.value.field == field

@@ -386,3 +386,57 @@ def test_rate_interval_of_impossible_counts_is_undefined() -> None:
         low, high = rate_interval(x, n)
         assert math.isnan(low) and math.isnan(high)
     assert rate_interval(30, 30)[1] == 1.0 and rate_interval(29, 30)[1] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("counts", "pi0"),
+    [
+        (COUNTS, None),
+        (COUNTS, 0.01),
+        (ConfusionCounts(1.0, 0.0, 30.0, 2.0), None),  # boundaries: FP, TP, N near 0
+        (ConfusionCounts(0.0, 0.0, 3.0, 0.0), None),  # undefined metrics, n <= 2 sides
+        (ConfusionCounts(0.0, 0.0, 0.0, 0.0), None),  # empty: every raw metric undefined
+    ],
+)
+def test_intervals_of_several_metrics_are_those_of_one_call_per_metric(
+    counts: ConfusionCounts, pi0: float | None
+) -> None:
+    posterior = sample_rate_posterior(counts, rng=np.random.default_rng(4), n_samples=500, pi0=pi0)
+    together = posterior.intervals(LABELING_METRICS, 0.9)
+    alone = {name: posterior.interval(name, 0.9) for name in LABELING_METRICS}
+    assert together.keys() == alone.keys()
+    for name, (low, high) in alone.items():
+        assert together[name] == pytest.approx((low, high), rel=0.0, abs=0.0, nan_ok=True), name
+    with pytest.raises(InvalidInput):
+        posterior.intervals(["f1", "nope"])
+
+
+def test_bootstrap_areas_alone_equal_the_areas_drawn_together() -> None:
+    pos = np.array([0.0, 1, 2, 5, 12, 30, 0, 9])
+    neg = np.array([40.0, 25, 10, 4, 1, 1, 0, 0])
+    names = ["gini", "calibrated_gini", "auc_roc", "ks", "calibrated_auc_pr", "nauc_lift"]
+    options = {"pi0": 0.1, "n_resamples": 200, "method": "poisson"}
+    together = bootstrap_intervals(pos, neg, names, rng=np.random.default_rng(9), **options)
+    for name in names:
+        alone = bootstrap_interval(pos, neg, name, rng=np.random.default_rng(9), **options)
+        assert together[name] == alone, name
+    twice = bootstrap_intervals(pos, neg, ["gini", "gini"], rng=np.random.default_rng(9), **options)
+    assert twice == {"gini": together["gini"]}
+
+
+def test_a_few_undefined_draws_are_left_out_of_the_interval() -> None:
+    from app.metrics.uncertainty import RatePosterior
+
+    rng = np.random.default_rng(6)
+    prior = rng.beta(20.0, 80.0, size=1000)
+    prior[:30] = np.nan  # 3% of the draws undefined: fewer than 1 - level
+    posterior = RatePosterior(
+        prior=prior, alpha=rng.beta(5.0, 95.0, 1000), beta=rng.beta(3.0, 17.0, 1000)
+    )
+    samples = posterior.metric_samples("precision")
+    assert np.isnan(samples[:30]).all() and np.isfinite(samples[30:]).all()
+    tails = [(1.0 - 0.95) / 2.0, (1.0 + 0.95) / 2.0]
+    expected = tuple(float(q) for q in np.quantile(samples[30:], tails))
+    assert posterior.intervals(["precision", "recall"])["precision"] == expected
+    prior[:100] = np.nan  # 10%: too many
+    assert all(math.isnan(x) for x in posterior.interval("precision"))

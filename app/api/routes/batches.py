@@ -9,6 +9,7 @@ locks (docs/api.md, "Ingestion speed").
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any
 
 import orjson
@@ -30,9 +31,11 @@ from app.api.openapi import raw_json_body
 from app.api.routes.models import PROBLEMS
 from app.api.schemas import BATCH_EXAMPLES, BatchAccepted, BatchIn
 from app.config import Settings
+from app.db.queries import CachedCredential
 from app.services import keys
 from app.services.auth_cache import AUTH_CACHE, CachedKey
-from app.services.ingestion import IngestOutcome, ingest_batch
+from app.services.errors import StaleCredential
+from app.services.ingestion import ingest_batch
 from app.services.model_config import ModelConfig
 from app.services.models import get_model
 
@@ -43,16 +46,22 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 _SCOPES = ("ingest",)
 
 
-def _from_cache(engine: Any, name: str, token: str, settings: Settings) -> ModelConfig | None:
-    """The path's model if the cache alone can authorise the caller (no I/O), else None."""
+def _from_cache(
+    engine: Any, name: str, token: str, settings: Settings
+) -> tuple[ModelConfig, CachedCredential] | None:
+    """The path's model if the cache alone can authorise the caller (no I/O), else None;
+    with what ingestion must check again (the model's version, the key)."""
     model: ModelConfig | None = AUTH_CACHE.get(engine, ("model", name))
-    if model is None or is_admin_token(token, settings):
-        return model
-    key: CachedKey | None = AUTH_CACHE.get(engine, ("key", keys.hash_token(token)))
+    if model is None:
+        return None
+    if is_admin_token(token, settings):
+        return model, CachedCredential(model.updated_at, None)
+    token_hash = keys.hash_token(token)
+    key: CachedKey | None = AUTH_CACHE.get(engine, ("key", token_hash))
     if key is None:
         return None
     check_key_rights(key.model_id, key.scopes, model.id, name, _SCOPES)
-    return model
+    return model, CachedCredential(model.updated_at, token_hash)
 
 
 def _authorize(session: Session, name: str, token: str, settings: Settings) -> ModelConfig:
@@ -104,19 +113,27 @@ async def post_batch(
     try:
         # the caller is checked before the body is read (401/403/404 first)
         token = bearer_token(credentials)
-        model = _from_cache(session.get_bind(), name, token, settings)
-        if model is None:  # a cache miss queries the database: off the event loop
+        credential: CachedCredential | None = None
+        cached = _from_cache(session.get_bind(), name, token, settings)
+        if cached is not None:  # checked again in the ingestion's first round trip
+            model, credential = cached
+        else:  # a cache miss queries the database: off the event loop
             model = await run_in_threadpool(_authorize, session, name, token, settings)
         body = await request.body()
-        outcome: IngestOutcome = await run_in_threadpool(
+        ingest = partial(
             ingest_batch,
             session,
-            model,
-            body,
+            body=body,
             idempotency_key=idempotency_key,
             settings=settings,
             now=datetime.now(UTC),
         )
+        try:
+            outcome = await run_in_threadpool(ingest, model=model, credential=credential)
+        except StaleCredential:  # changed in another process: authorise from the database
+            AUTH_CACHE.clear()
+            model = await run_in_threadpool(_authorize, session, name, token, settings)
+            outcome = await run_in_threadpool(ingest, model=model)
     finally:
         if session.in_transaction():  # closing rolls back: database I/O
             await run_in_threadpool(session.close)
