@@ -38,11 +38,14 @@ fmt: $(STAMP) ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# BENCH_QUICK=1 make bench: the long scripts on smaller samples (a few minutes in all)
+# BENCH_QUICK=1 make bench: the long scripts on smaller samples (a few minutes in all).
+# bench_fleet.py always runs its --quick size here; the full fleet (1,000 models x 10
+# segments) is `.venv/bin/python bench/bench_fleet.py`, long on two cores.
 BENCH_QUICK ?=
 bench: $(STAMP) ## run the benchmarks in bench/ and print figures and ratios (BENCH_QUICK=1: shorter runs)
 	@for f in bench/bench_*.py; do \
 	  args=""; \
+	  case $$f in */bench_fleet.py) args="--quick";; esac; \
 	  if [ -n "$(BENCH_QUICK)" ]; then case $$f in \
 	    */bench_coverage.py) args="--quick";; \
 	    */bench_drift_power.py) args="--trials 50";; \

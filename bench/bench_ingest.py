@@ -40,7 +40,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 import orjson
-from _common import postgres_database
+import sqlalchemy as sa
+from _common import batch_body, migrated_postgres_database, wait_drained, worker_processes
 from fastapi import Request
 from sqlalchemy.orm import Session
 from starlette.responses import Response
@@ -165,23 +166,12 @@ def database(backend: str) -> Iterator[str | None]:
             upgrade_to_head(url)
             yield url
         return
-    with postgres_database("  postgres unreachable ({reason}): skipped") as url:
-        if url is not None:
-            upgrade_to_head(url)
+    with migrated_postgres_database("  postgres unreachable ({reason}): skipped") as url:
         yield url
 
 
 def make_body(rows: int, seed: int) -> bytes:
-    rng = np.random.default_rng(seed)
-    labels = (rng.random(rows) < 0.1).astype(int)
-    scores = 1.0 / (1.0 + np.exp(-rng.normal(-2.0 + 2.5 * labels, 1.0)))
-    return orjson.dumps(
-        {
-            "timestamp": datetime.now(UTC).isoformat(),
-            "scores": scores.tolist(),
-            "labels": labels.tolist(),
-        }
-    )
+    return batch_body(np.random.default_rng(seed), rows, datetime.now(UTC))
 
 
 def run_clients(
@@ -262,35 +252,8 @@ def bench_backend(backend: str, rows: int, batches: int, rounds: int) -> None:
                 )
 
 
-@contextmanager
-def worker_process(database_url: str) -> Iterator[None]:
-    """A ``priorwatch worker`` process on ``database_url`` (PostgreSQL), stopped after."""
-    import os
-
-    env = {**os.environ, "PRIORWATCH_DATABASE_URL": database_url}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from app.cli import main; main()", "worker"],
-        cwd=Path(__file__).resolve().parent.parent,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:  # bounded: the worker logs "ready" or exits (EOF)
-            if "worker ready" in line:
-                break
-        threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep draining
-        yield
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-
-
 def _wal_lsn(database_url: str) -> int | None:
     """The PostgreSQL WAL position in bytes (None on SQLite)."""
-    import sqlalchemy as sa
-
     if not database_url.startswith("postgresql"):
         return None
     engine = sa.create_engine(database_url)
@@ -303,39 +266,19 @@ def _wal_lsn(database_url: str) -> int | None:
         engine.dispose()
 
 
-def _drain(database_url: str, timeout_seconds: float = 300.0) -> None:
-    """Wait (bounded) until the worker has processed every waiting window."""
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(database_url)
-    try:
-        deadline = time.monotonic() + timeout_seconds
-        while time.monotonic() < deadline:
-            with engine.connect() as conn:
-                waiting = conn.execute(
-                    sa.text("SELECT count(*) FROM window_aggregate WHERE dirty")
-                ).scalar_one()
-                if sa.inspect(conn).has_table("batch_delta"):  # the delta schema
-                    waiting += conn.execute(
-                        sa.text("SELECT count(*) FROM batch_delta")
-                    ).scalar_one()
-            if waiting == 0:
-                return
-            time.sleep(0.2)
-        raise RuntimeError("the worker did not drain the queue")
-    finally:
-        engine.dispose()
-
-
 def bench_small(backend: str, rows: int, batches: int, clients: int, rounds: int) -> None:
     """Small batches from concurrent clients into one window, a worker running."""
     with database(backend) as url:
         if url is None:
             return
         embedded = backend == "sqlite"
-        with server(url, embedded_worker=embedded) as base:
+        engine = sa.create_engine(url)
+        with (
+            server(url, embedded_worker=embedded) as base,
+            tempfile.TemporaryDirectory() as logdir,
+        ):
             headers = _register(base)
-            with worker_process(url) if not embedded else nullcontext():
+            with worker_processes(url, 1, Path(logdir)) if not embedded else nullcontext():
                 bodies = [make_body(rows, seed) for seed in range(64)]
                 run_clients(f"{base}/bench/append", headers, bodies, clients, 4)  # warm up
                 run_clients(f"{base}/v1/models/bench/batches", headers, bodies, clients, 4)
@@ -344,7 +287,7 @@ def bench_small(backend: str, rows: int, batches: int, clients: int, rounds: int
                 ceiling = ingest = float("inf")
                 wal_ceiling = wal_ingest = None
                 for _ in range(rounds):
-                    _drain(url)
+                    wait_drained(engine, poll_seconds=0.2)
                     before = _wal_lsn(url)
                     elapsed = run_clients(
                         f"{base}/bench/append", headers, bodies, clients, per_client
@@ -358,10 +301,12 @@ def bench_small(backend: str, rows: int, batches: int, clients: int, rounds: int
                         f"{base}/v1/models/bench/batches", headers, bodies, clients, per_client
                     )
                     ingest = min(ingest, elapsed)
-                    _drain(url)  # the worker's folds and results of these batches count too
+                    # the worker's folds and results of these batches count too
+                    wait_drained(engine, poll_seconds=0.2)
                     after = _wal_lsn(url)
                     if before is not None and after is not None:
                         wal_ingest = (after - before) / n
+        engine.dispose()
         wal = (
             ""
             if wal_ingest is None or wal_ceiling is None

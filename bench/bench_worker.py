@@ -29,26 +29,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import orjson
 import sqlalchemy as sa
-from _common import postgres_database
+from _common import cpu_seconds, migrated_postgres_database, wait_drained, worker_processes
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db import queue
-from app.db.migrate import upgrade_to_head
 from app.db.models import WindowMetrics
 from app.db.session import make_engine, make_session_factory, write_transaction
 from app.services.ingestion import ingest_batch
@@ -61,15 +55,6 @@ from app.services.windowing import window_length, window_start
 from app.worker.jobs import DatabaseJobs
 
 WAIT_SECONDS = 300.0
-
-
-@contextmanager
-def temporary_database() -> Iterator[str | None]:
-    """A scratch PostgreSQL database migrated to head (``None`` when unreachable)."""
-    with postgres_database() as url:
-        if url is not None:
-            upgrade_to_head(url)
-        yield url
 
 
 def now() -> datetime:
@@ -93,56 +78,9 @@ def post(
         ingest_batch(session, model, body, idempotency_key=None, settings=settings, now=now())
 
 
-def dirty_count(factory: sessionmaker[Session]) -> int:
-    with factory() as session:
-        return queue.queue_stats(session).dirty_windows
-
-
-def wait_drained(factory: sessionmaker[Session]) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while dirty_count(factory) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    if dirty_count(factory):
-        raise SystemExit(f"the queue did not drain within {WAIT_SECONDS:.0f} s")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-@contextmanager
-def workers(url: str, count: int, workdir: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
-    exe = Path(sys.executable).with_name("priorwatch")
-    env = {**os.environ, "PRIORWATCH_DATABASE_URL": url}
-    procs = []
-    logs = []
-    for i in range(count):
-        log = open(workdir / f"worker-{count}-{i}.log", "w+")  # noqa: SIM115
-        logs.append(log)
-        procs.append(
-            subprocess.Popen([str(exe), "worker"], env=env, cwd=workdir, stderr=log, stdout=log)
-        )
-    try:
-        deadline = time.monotonic() + WAIT_SECONDS
-        for log in logs:
-            while "worker ready" not in Path(log.name).read_text():
-                if time.monotonic() > deadline:
-                    raise SystemExit("the workers did not start")
-                time.sleep(0.05)
-        yield procs
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(WAIT_SECONDS)
-        for log in logs:
-            log.close()
-
-
 def throughput(
     url: str,
+    engine: sa.Engine,
     factory: sessionmaker[Session],
     models: list[ModelConfig],
     count: int,
@@ -151,15 +89,15 @@ def throughput(
 ) -> float:
     """Best-of-``rounds`` windows/s of ``count`` workers on the whole backlog."""
     best = 0.0
-    with workers(url, count, workdir) as procs:
-        wait_drained(factory)
+    with worker_processes(url, count, workdir, WAIT_SECONDS) as procs:
+        wait_drained(engine, WAIT_SECONDS)
         for _ in range(rounds):
             with factory() as session, write_transaction(session):
                 at = now()
                 marked = sum(queue.invalidate_windows(session, m.id, now=at) for m in models)
             cpu_before = sum(cpu_seconds(p.pid) for p in procs)
             started = time.perf_counter()
-            wait_drained(factory)
+            wait_drained(engine, WAIT_SECONDS)
             elapsed = time.perf_counter() - started
             cpu = sum(cpu_seconds(p.pid) for p in procs) - cpu_before
             rate = marked / elapsed
@@ -174,6 +112,7 @@ def throughput(
 
 def freshness(
     url: str,
+    engine: sa.Engine,
     factory: sessionmaker[Session],
     model: ModelConfig,
     settings: Settings,
@@ -184,8 +123,8 @@ def freshness(
     at = now() - timedelta(minutes=1)
     start = window_start(at, model.window)
     delays = []
-    with workers(url, 1, workdir):
-        wait_drained(factory)
+    with worker_processes(url, 1, workdir, WAIT_SECONDS):
+        wait_drained(engine, WAIT_SECONDS)
         for _ in range(batches):
             post(factory, model, settings, at, rng)
             committed = time.perf_counter()
@@ -280,7 +219,7 @@ def main() -> None:
     only.add_argument("--open-only", action="store_true", help="only the open-window backlog")
     only.add_argument("--closed-only", action="store_true", help="only the closed backlog")
     args = parser.parse_args()
-    with temporary_database() as url, tempfile.TemporaryDirectory() as tmp:
+    with migrated_postgres_database() as url, tempfile.TemporaryDirectory() as tmp:
         if url is None:
             return
         settings = Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
@@ -303,8 +242,8 @@ def main() -> None:
         for case, backlog in models.items():
             tier = "full refreshes" if case == "closed" else "summary refreshes"
             print(f"throughput, {case} windows ({tier}; marked dirty at once, workers warm):")
-            one = throughput(url, factory, backlog, 1, workdir, args.rounds)
-            two = throughput(url, factory, backlog, 2, workdir, args.rounds)
+            one = throughput(url, engine, factory, backlog, 1, workdir, args.rounds)
+            two = throughput(url, engine, factory, backlog, 2, workdir, args.rounds)
             best[case] = one
             print(
                 f"  ratio 2 workers / 1 worker (best rounds): {two / one:.2f} "
@@ -316,7 +255,7 @@ def main() -> None:
                 f"{best['open'] / best['closed']:.2f}"
             )
         model = models.get("closed", models.get("open", []))[0]
-        delays = freshness(url, factory, model, settings, args.batches, workdir)
+        delays = freshness(url, engine, factory, model, settings, args.batches, workdir)
         delays.sort()
         p95 = delays[min(len(delays) - 1, round(0.95 * (len(delays) - 1)))]
         print(
