@@ -8,7 +8,9 @@ shared row. The worker protocol (docs/worker.md):
 
 1. **claim** (one short transaction): one ``UPDATE ... WHERE key IN (SELECT
    ... FOR UPDATE SKIP LOCKED LIMIT n)`` takes the ``n`` waiting windows
-   with the oldest changes whose lease is free or expired (concurrent
+   with the oldest changes whose lease is free or expired, found among the
+   oldest changes of each kind read along their indexes (:func:`_candidates`:
+   the cost does not grow with the queue's length; concurrent
    claimers skip each other's rows instead of waiting), increments each one's
    ``claim_attempt`` (its fencing token) and sets ``lease_expires_at``; one
    more query reads their unfolded deltas (at most
@@ -147,24 +149,16 @@ def database_now(session: Session) -> datetime:
     return datetime.now(UTC)
 
 
-def _waiting(*, detail_due: bool = False) -> Subquery:
-    """(model_id, segment, window_start, since) of every waiting window: the oldest
-    unfolded delta or the dirty mark, whichever is older. With ``detail_due``, a
-    window's detail due time counts as a change too (the claim's one due time: a
-    window waits for new data or for its detail, whichever is older)."""
-    sources = [
+def _waiting() -> Subquery:
+    """(model_id, segment, window_start, since) of every window waiting for new data:
+    the oldest unfolded delta or the dirty mark, whichever is older (the queue's
+    depth and lag; a claim reads only the oldest changes, :func:`_candidates`)."""
+    changes = union_all(
         select(BD.model_id, BD.segment, BD.window_start, BD.received_at.label("since")),
         select(WA.model_id, WA.segment, WA.window_start, WA.dirty_since.label("since")).where(
             WA.dirty
         ),
-    ]
-    if detail_due:
-        sources.append(
-            select(WA.model_id, WA.segment, WA.window_start, WA.detail_due_at.label("since")).where(
-                WA.detail_due_at.is_not(None)
-            )
-        )
-    changes = union_all(*sources).subquery()
+    ).subquery()
     return (
         select(
             changes.c.model_id,
@@ -195,19 +189,65 @@ def _lease_free(now: datetime) -> Any:
     return or_(WA.lease_expires_at.is_(None), WA.lease_expires_at <= now)
 
 
-def _settled(waiting: Subquery, now: datetime, settle_seconds: float) -> Any:
-    """The window's oldest waiting change is at least ``settle_seconds`` old."""
-    return waiting.c.since <= now - timedelta(seconds=settle_seconds)
+CLAIM_SCAN_ROWS = 64
+"""Most changes of each kind (unfolded deltas, dirty marks, due details) one claim
+reads, the oldest settled ones of windows whose lease is free. The claim costs
+the same with 10 or 10,000 windows waiting: each kind is read in its index's
+order and the read stops there (docs/worker.md, "The queue"). 64 rows hold
+several groups' worth of windows and keep PostgreSQL's plan on the indexes."""
+
+
+def _candidates(now: datetime, settle_seconds: float) -> Subquery:
+    """(model_id, segment, window_start, since) of the claimable windows among the
+    :data:`CLAIM_SCAN_ROWS` oldest settled changes of each kind whose window's
+    lease is free; ``since`` is the window's oldest change among them.
+
+    The oldest changes of a kind come first in its index, so a window in the
+    sample has its own oldest change of that kind in it, and a window outside it
+    waits for a newer change than every window in it: the claim order is exact
+    as long as the sample holds at least a group's worth of windows (a few
+    windows with hundreds of deltas each can crowd it; they are claimed first,
+    which is their turn anyway)."""
+    cutoff = now - timedelta(seconds=settle_seconds)
+    free = _lease_free(now)
+    deltas = (
+        select(BD.model_id, BD.segment, BD.window_start, BD.received_at.label("since"))
+        .join(WA, _same_window(BD))
+        .where(free, BD.received_at <= cutoff)
+        .order_by(BD.received_at)
+        .limit(CLAIM_SCAN_ROWS)
+    )
+    marks = [
+        select(*_KEY, column.label("since"))
+        .where(condition, free, column <= cutoff)
+        .order_by(column)
+        .limit(CLAIM_SCAN_ROWS)
+        for column, condition in (
+            (WA.dirty_since, WA.dirty),
+            (WA.detail_due_at, WA.detail_due_at.is_not(None)),
+        )
+    ]
+    changes = union_all(
+        *(select(source.subquery()) for source in (deltas, *marks))  # SQLite: LIMIT per member
+    ).subquery()
+    return (
+        select(
+            changes.c.model_id,
+            changes.c.segment,
+            changes.c.window_start,
+            func.min(changes.c.since).label("since"),
+        )
+        .group_by(changes.c.model_id, changes.c.segment, changes.c.window_start)
+        .subquery()
+    )
 
 
 def _claimable(now: datetime, settle_seconds: float, *columns: Any) -> tuple[Select[Any], Subquery]:
-    """``columns`` of the windows a worker may claim now, and the waiting subquery
+    """``columns`` of the windows a worker may claim now, and the candidates subquery
     (whose ``since`` orders the claims). Every condition of a claim is here."""
-    waiting = _waiting(detail_due=True)
-    query = _joined_waiting(columns, waiting).where(
-        _lease_free(now), _settled(waiting, now, settle_seconds)
-    )
-    return query, waiting
+    candidates = _candidates(now, settle_seconds)
+    query = _joined_waiting(columns, candidates).where(_lease_free(now))
+    return query, candidates
 
 
 def any_claimable(session: Session, *, settle_seconds: float = 0.0) -> bool:

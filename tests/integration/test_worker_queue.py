@@ -248,3 +248,52 @@ def test_invalidation_fences_out_a_first_fold_in_progress(
     again = claim(factory)
     assert again is not None and len(again.batch_ids) == 1  # the delta is still there
     assert persist(factory, again) is Outcome.STORED
+
+
+def test_claims_read_a_bounded_sample_of_the_oldest_changes_in_order(
+    factory: sessionmaker[Session], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a sample of 2 changes per kind, a window holding many deltas crowds it but
+    is the oldest anyway; every window is still claimed, oldest change first."""
+    monkeypatch.setattr(queue, "CLAIM_SCAN_ROWS", 2)
+    model = register_model(factory)
+    rng = np.random.default_rng(5)
+    starts = window_starts(model, 5)
+    crowded = starts[2]
+    for _ in range(4):  # the four oldest deltas all belong to one window
+        post_batch(factory, model, settings, at=crowded, rng=rng, n=50)
+    for start in (starts[4], starts[0], starts[3], starts[1]):
+        post_batch(factory, model, settings, at=start, rng=rng, n=50)
+
+    claimed = []
+    while (one := claim(factory)) is not None:
+        claimed.append(one)
+    assert [c.claim.window_start for c in claimed] == [
+        crowded,
+        starts[4],
+        starts[0],
+        starts[3],
+        starts[1],
+    ]
+    assert [len(c.batch_ids) for c in claimed] == [4, 1, 1, 1, 1]  # every delta, not the sample
+
+
+def test_a_long_queue_is_claimed_in_order_past_the_sample(
+    factory: sessionmaker[Session], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(queue, "CLAIM_SCAN_ROWS", 2)
+    model = register_model(factory)
+    rng = np.random.default_rng(6)
+    starts = window_starts(model, 6)
+    order = [starts[i] for i in (3, 5, 0, 4, 1, 2)]
+    for start in order:
+        post_batch(factory, model, settings, at=start, rng=rng, n=50)
+    with factory() as session, write_transaction(session):
+        queue.invalidate_windows(
+            session, model.id, now=utcnow(), segment=ALL_SEGMENTS, start_from=starts[2]
+        )  # dirty marks newer than every delta: they do not jump the queue
+
+    claimed = []
+    while (one := claim(factory)) is not None:
+        claimed.append(one.claim.window_start)
+    assert claimed == order
