@@ -149,16 +149,9 @@ def database_now(session: Session) -> datetime:
     return datetime.now(UTC)
 
 
-def _waiting() -> Subquery:
-    """(model_id, segment, window_start, since) of every window waiting for new data:
-    the oldest unfolded delta or the dirty mark, whichever is older (the queue's
-    depth and lag; a claim reads only the oldest changes, :func:`_candidates`)."""
-    changes = union_all(
-        select(BD.model_id, BD.segment, BD.window_start, BD.received_at.label("since")),
-        select(WA.model_id, WA.segment, WA.window_start, WA.dirty_since.label("since")).where(
-            WA.dirty
-        ),
-    ).subquery()
+def _oldest_per_window(changes: Subquery) -> Subquery:
+    """(model_id, segment, window_start, since) of ``changes`` grouped by window, each
+    at its oldest ``since``."""
     return (
         select(
             changes.c.model_id,
@@ -169,6 +162,19 @@ def _waiting() -> Subquery:
         .group_by(changes.c.model_id, changes.c.segment, changes.c.window_start)
         .subquery()
     )
+
+
+def _waiting() -> Subquery:
+    """(model_id, segment, window_start, since) of every window waiting for new data:
+    the oldest unfolded delta or the dirty mark, whichever is older (the queue's
+    depth and lag; a claim reads only the oldest changes, :func:`_candidates`)."""
+    changes = union_all(
+        select(BD.model_id, BD.segment, BD.window_start, BD.received_at.label("since")),
+        select(WA.model_id, WA.segment, WA.window_start, WA.dirty_since.label("since")).where(
+            WA.dirty
+        ),
+    ).subquery()
+    return _oldest_per_window(changes)
 
 
 def _same_window(keyed: Any) -> Any:
@@ -230,16 +236,7 @@ def _candidates(now: datetime, settle_seconds: float) -> Subquery:
     changes = union_all(
         *(select(source.subquery()) for source in (deltas, *marks))  # SQLite: LIMIT per member
     ).subquery()
-    return (
-        select(
-            changes.c.model_id,
-            changes.c.segment,
-            changes.c.window_start,
-            func.min(changes.c.since).label("since"),
-        )
-        .group_by(changes.c.model_id, changes.c.segment, changes.c.window_start)
-        .subquery()
-    )
+    return _oldest_per_window(changes)
 
 
 def _claimable(now: datetime, settle_seconds: float, *columns: Any) -> tuple[Select[Any], Subquery]:
