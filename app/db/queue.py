@@ -651,7 +651,22 @@ def invalidate_windows(
     ).all()
     if not keys:
         return 0
-    session.execute(
+    _mark_dirty(session, where, now, detail_due)
+    return len(keys)
+
+
+def mark_dependents(session: Session, ranges: Sequence[WindowRange], now: datetime) -> int:
+    """Mark the windows of ``ranges`` for recomputation (their drift reference
+    changed), in one statement, as :func:`invalidate_windows` does; the caller
+    already holds their row locks (:func:`lock_claimed`). Returns how many."""
+    if not ranges:
+        return 0
+    return _mark_dirty(session, or_(*(r.condition() for r in ranges)), now, detail_due=False)
+
+
+def _mark_dirty(session: Session, where: Any, now: datetime, detail_due: bool) -> int:
+    """Mark the aggregate rows matching ``where`` dirty and fence out their claims."""
+    result = session.execute(
         update(WA)
         .where(where)
         .values(
@@ -663,7 +678,7 @@ def invalidate_windows(
         )
         .execution_options(synchronize_session=False)
     )
-    return len(keys)
+    return int(result.rowcount)  # type: ignore[attr-defined]
 
 
 def _due_now(now: datetime, detail_due: bool) -> dict[str, Any]:

@@ -351,9 +351,14 @@ def persist_group(
             ],
             computed_at=now,
         )
-        for claimed, dependents in marked:
-            if claimed.claim.key in held:
-                _invalidate(session, claimed, dependents, now)
+        changed = [(claimed, r) for claimed, r in marked if claimed.claim.key in held]
+        count = queue.mark_dependents(session, [r for _, r in changed], now)
+    if count:
+        log.info(
+            "drift reference windows changed (%s): %d dependent windows marked",
+            ", ".join(f"{c.model.name}/{c.claim.segment}" for c, _ in changed),
+            count,
+        )
     return [_outcome(c.claimed, held) for c in computed] + [Outcome.RELEASED] * len(released)
 
 
@@ -364,27 +369,6 @@ def _outcome(claimed: ClaimedWindow, held: Mapping[queue.WindowKey, queue.Held])
     if found.deltas > len(claimed.batch_ids):
         return Outcome.STORED_STILL_DIRTY
     return Outcome.STORED
-
-
-def _invalidate(
-    session: Session, claimed: ClaimedWindow, dependents: queue.WindowRange, now: datetime
-) -> None:
-    marked = queue.invalidate_windows(
-        session,
-        dependents.model_id,
-        now=now,
-        segment=dependents.segment,
-        start_from=dependents.start_from,
-        start_to=dependents.start_to,
-        exclude=dependents.exclude,
-    )
-    if marked:
-        log.info(
-            "reference window %s/%s changed: %d dependent windows marked",
-            claimed.model.name,
-            claimed.claim.segment,
-            marked,
-        )
 
 
 def refresh_group(
