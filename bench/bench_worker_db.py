@@ -20,7 +20,8 @@ import time
 from typing import Any
 
 import numpy as np
-from bench_worker import now, post, temporary_database
+from _common import migrated_postgres_database
+from bench_worker import now, post
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
@@ -71,7 +72,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--groups", type=int, nargs="+", default=[1, 4, 8, 16])
     args = parser.parse_args()
-    with temporary_database() as url:
+    with migrated_postgres_database() as url:
         if url is None:
             return
         settings = Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
