@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from app.db import queue
-from app.db.models import BatchDelta, Model, WindowAggregate
+from app.db.models import Model, WindowAggregate
 from app.db.queue import Claim
 from app.db.session import write_transaction
 from app.services.deltas import Delta, Folded, aggregate_columns, exact_of, fold
@@ -126,7 +126,7 @@ def claim_windows(
 
 
 def _claimed_window(
-    claim: Claim, row: WindowAggregate, model: ModelConfig, rows: list[BatchDelta]
+    claim: Claim, row: Row[Any], model: ModelConfig, rows: list[Row[Any]]
 ) -> ClaimedWindow:
     deltas = [Delta.from_row(d) for d in rows]
     base = WindowSums.from_row(row)
