@@ -6,14 +6,16 @@ Create Date: 2026-11-26
 
 The numpy arrays stored as ``bytea`` (the window histograms above all, 80 KB
 each at 10,000 bins) are rewritten by every fold, and PostgreSQL compresses
-every large value it stores: with its default ``pglz`` that cost about 1.2 ms
-of server CPU per histogram, with ``lz4`` about 0.2 ms, for values 1.7 to 2.2
-times larger on disk (docs/worker.md, "Housekeeping and storage"). This sets
-``lz4`` on those columns where the server has it (PostgreSQL 14 or later, built
-with lz4); elsewhere, and on SQLite, nothing changes. Values stored before stay
-as they are and readable (each value records its own method); a value gets
-``lz4`` when it is next written. The downgrade gives the columns back to the
-server's default method; values written with ``lz4`` meanwhile stay readable.
+every large value it stores: ``lz4`` costs several times less server CPU
+than the default ``pglz``, for larger values (docs/worker.md, "Housekeeping
+and storage"). The service's connections ask for ``lz4`` as their session
+default already (app/db/session.py); this sets it on the array columns
+themselves, so that any connection writing them uses it. Where the server
+has no lz4 (before PostgreSQL 14, or built without it), and on SQLite,
+nothing changes. Values stored before stay as they are and readable (each
+value records its own method); a value gets ``lz4`` when it is next
+written. The downgrade gives the columns back to the server's default
+method; values written with ``lz4`` meanwhile stay readable.
 """
 
 from __future__ import annotations

@@ -297,3 +297,44 @@ def test_a_long_queue_is_claimed_in_order_past_the_sample(
     while (one := claim(factory)) is not None:
         claimed.append(one.claim.window_start)
     assert claimed == order
+
+
+def test_dependents_of_mixed_range_forms_are_locked_and_marked_in_one_statement(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """Ranges of different forms (segment or not, bounds, an excluded period) in one
+    lock and one mark: exactly the rows some range holds are marked (checked row by
+    row against the ranges' definition)."""
+    model = register_model(factory, segments=["eu"])
+    starts = window_starts(model, 6)
+    rng = np.random.default_rng(12)
+    for i, start in enumerate(starts):
+        post_batch(factory, model, settings, at=start, rng=rng, segment="eu" if i % 2 else None)
+    ranges = [
+        queue.WindowRange(model.id, "eu", starts[1], starts[2]),
+        queue.WindowRange(model.id, exclude=(starts[0], starts[4])),
+        queue.WindowRange(model.id, start_from=starts[3], start_to=starts[4]),
+        queue.WindowRange(model.id, ALL_SEGMENTS, start_to=starts[1]),
+    ]
+
+    def held(row: WindowAggregate, r: queue.WindowRange) -> bool:
+        start = row.window_start
+        return (
+            (r.segment is None or row.segment == r.segment)
+            and (r.start_from is None or start >= r.start_from)
+            and (r.start_to is None or start < r.start_to)
+            and (r.exclude is None or not r.exclude[0] <= start < r.exclude[1])
+        )
+
+    expected = {
+        (row.segment, row.window_start)
+        for row in aggregate_rows(factory, model.id)
+        if any(held(row, r) for r in ranges)
+    }
+    assert 0 < len(expected) < len(aggregate_rows(factory, model.id))
+    with factory() as session, write_transaction(session):
+        assert queue.lock_claimed(session, [], ranges) == {}
+        assert queue.mark_dependents(session, ranges, utcnow()) == len(expected)
+    rows = aggregate_rows(factory, model.id)
+    assert {(r.segment, r.window_start) for r in rows if r.dirty} == expected
+    assert all(r.claim_attempt == (1 if r.dirty else 0) for r in rows)  # fenced out
