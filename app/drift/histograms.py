@@ -12,6 +12,7 @@ from app.errors import InvalidInput
 from app.metrics.binning import check_bin_edges
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 
 def _check_counts(counts: object, n_bins: int, field: str) -> FloatArray:
@@ -60,6 +61,23 @@ class WindowHistograms:
         object.__setattr__(self, "edges", e)
         object.__setattr__(self, "positives", _check_counts(positives, j, "positives"))
         object.__setattr__(self, "negatives", _check_counts(negatives, j, "negatives"))
+
+    @classmethod
+    def of_counts(
+        cls, positives: IntArray, negatives: IntArray, edges: FloatArray
+    ) -> WindowHistograms:
+        """From stored integer counts (whole, >= 0 by construction) over checked edges
+        (a model's): the same histograms as the constructor, whose validation of the
+        values is skipped; the shapes are still checked."""
+        hists = object.__new__(cls)
+        n_bins = edges.shape[0] - 1
+        for field, values in (("edges", edges), ("positives", positives), ("negatives", negatives)):
+            a = np.array(values, dtype=np.float64)
+            if field != "edges" and a.shape != (n_bins,):
+                raise InvalidInput(field, f"must be a one-dimensional array of {n_bins} bin counts")
+            a.flags.writeable = False
+            object.__setattr__(hists, field, a)
+        return hists
 
     @property
     def n_positives(self) -> float:

@@ -464,10 +464,11 @@ def _drift(
             "status": DriftStatus.INSUFFICIENT_DATA,
             "detail": "the reference period holds no data yet",
         }
-    if window.has_full_histograms and reference.has_full_histograms:
-        edges = model.bin_edges
-        ref_h = WindowHistograms(reference.hist_positives, reference.hist_negatives, edges)
-        win_h = WindowHistograms(window.hist_positives, window.hist_negatives, edges)
+    ref_counts, win_counts = _histograms(reference), _histograms(window)
+    full = window.has_full_histograms and reference.has_full_histograms
+    if full and ref_counts is not None and win_counts is not None:
+        ref_h = WindowHistograms.of_counts(*ref_counts, model.bin_edges)
+        win_h = WindowHistograms.of_counts(*win_counts, model.bin_edges)
         return drift_verdict(
             ref_h, win_h, threshold=model.primary_threshold, settings=settings
         ).to_dict()

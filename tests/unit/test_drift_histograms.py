@@ -107,3 +107,18 @@ def test_binormal_scores_are_calibrated_and_tempering_spreads_them() -> None:
     assert abs(logit[~y].std() - 1.5) < 0.01
     hot, _ = binormal_scores(np.random.default_rng(11), 400_000, 0.1, 1.5, temper=2.0)
     np.testing.assert_allclose(np.log(hot / (1.0 - hot)), 2.0 * logit, rtol=1e-9, atol=1e-9)
+
+
+def test_histograms_of_stored_counts_equal_the_validated_ones() -> None:
+    rng = np.random.default_rng(5)
+    edges = np.linspace(0.0, 1.0, 11)
+    pos, neg = rng.integers(0, 50, 10), rng.integers(0, 500, 10)
+    fast = WindowHistograms.of_counts(pos, neg, edges)
+    checked = WindowHistograms(pos, neg, edges)
+    for name in ("positives", "negatives", "edges"):
+        a, b = getattr(fast, name), getattr(checked, name)
+        assert a.dtype == b.dtype == np.float64 and np.array_equal(a, b)
+        assert not a.flags.writeable
+    assert (fast.n_positives, fast.n_negatives) == (float(pos.sum()), float(neg.sum()))
+    with pytest.raises(InvalidInput, match="positives"):
+        WindowHistograms.of_counts(pos[:-1], neg, edges)
