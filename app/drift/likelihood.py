@@ -40,6 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from app.drift.histograms import FloatArray, WindowHistograms
 from app.drift.settings import MIN_EXPECTED_COUNT, DriftSettings
 from app.drift.two_sample import (
@@ -209,14 +211,20 @@ def _class_shift_test(
     n_r, n_w = float(reference.sum()), float(window.sum())
     if not _has_enough(n_r, n_w, settings):
         return ClassShiftTest(DriftStatus.INSUFFICIENT_DATA, n_r, n_w)
-    rank_z, rank_p, superiority = rank_sum_test(reference, window)
-    starts = quantile_bin_starts(reference + window, _test_bins(n_r, n_w, settings))
+    # Running totals once for every test; the pooled one is their sum (exact: whole counts).
+    cum_r, cum_w = np.cumsum(reference), np.cumsum(window)
+    rank_z, rank_p, superiority = rank_sum_test(reference, window, reference_cumulative=cum_r)
+    starts = quantile_bin_starts(
+        reference + window, _test_bins(n_r, n_w, settings), cumulative=cum_r + cum_w
+    )
     chi2, df, chi2_p = chi_square_homogeneity(coarsen(reference, starts), coarsen(window, starts))
     p_value = min(1.0, 2.0 * min(rank_p, chi2_p))
     p_adjusted = sidak(p_value, n_tests)
-    deciles = quantile_bin_starts(reference, PSI_BINS)
+    deciles = quantile_bin_starts(reference, PSI_BINS, cumulative=cum_r)
     psi = population_stability_index(coarsen(reference, deciles), coarsen(window, deciles))
-    wasserstein_score, wasserstein_logit = wasserstein_distances(reference, window, midpoints)
+    wasserstein_score, wasserstein_logit = wasserstein_distances(
+        reference, window, midpoints, cumulatives=(cum_r, cum_w)
+    )
     return ClassShiftTest(
         DriftStatus.OK,
         n_r,
