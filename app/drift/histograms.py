@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from app.errors import InvalidInput
 from app.metrics.binning import check_bin_edges
+from app.metrics.curves import CurveCounts, cumulative_counts_from_running_totals
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -53,6 +54,7 @@ class WindowHistograms:
     positives: FloatArray
     negatives: FloatArray
     edges: FloatArray
+    _totals: tuple[FloatArray, FloatArray] | None = field(default=None, init=False, repr=False)
 
     def __init__(self, positives: object, negatives: object, edges: object) -> None:
         e = np.array(check_bin_edges(edges), dtype=np.float64)
@@ -61,6 +63,7 @@ class WindowHistograms:
         object.__setattr__(self, "edges", e)
         object.__setattr__(self, "positives", _check_counts(positives, j, "positives"))
         object.__setattr__(self, "negatives", _check_counts(negatives, j, "negatives"))
+        object.__setattr__(self, "_totals", None)
 
     @classmethod
     def of_counts(
@@ -71,13 +74,31 @@ class WindowHistograms:
         values is skipped; the shapes are still checked."""
         hists = object.__new__(cls)
         n_bins = edges.shape[0] - 1
-        for field, values in (("edges", edges), ("positives", positives), ("negatives", negatives)):
+        for name, values in (("edges", edges), ("positives", positives), ("negatives", negatives)):
             a = np.array(values, dtype=np.float64)
-            if field != "edges" and a.shape != (n_bins,):
-                raise InvalidInput(field, f"must be a one-dimensional array of {n_bins} bin counts")
+            if name != "edges" and a.shape != (n_bins,):
+                raise InvalidInput(name, f"must be a one-dimensional array of {n_bins} bin counts")
             a.flags.writeable = False
-            object.__setattr__(hists, field, a)
+            object.__setattr__(hists, name, a)
+        object.__setattr__(hists, "_totals", None)
         return hists
+
+    def running_totals(self) -> tuple[FloatArray, FloatArray]:
+        """``np.cumsum`` of the positives and of the negatives (computed once, read-only)."""
+        if self._totals is None:
+            totals = np.cumsum(self.positives), np.cumsum(self.negatives)
+            for t in totals:
+                t.flags.writeable = False
+            object.__setattr__(self, "_totals", totals)
+        assert self._totals is not None
+        return self._totals
+
+    def curve(self) -> CurveCounts:
+        """The cumulative counts over the thresholds (one point per non-empty bin), as
+        :func:`~app.metrics.curves.cumulative_counts_from_histograms` gives them."""
+        return cumulative_counts_from_running_totals(
+            self.positives, self.negatives, self.running_totals(), self.edges
+        )
 
     @property
     def n_positives(self) -> float:

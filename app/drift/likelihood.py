@@ -40,8 +40,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from app.drift.histograms import FloatArray, WindowHistograms
 from app.drift.settings import MIN_EXPECTED_COUNT, DriftSettings
 from app.drift.two_sample import (
@@ -198,12 +196,15 @@ def _test_bins(n_reference: float, n_window: float, settings: DriftSettings) -> 
 def _class_shift_test(
     reference: FloatArray,
     window: FloatArray,
+    totals: tuple[FloatArray, FloatArray],
     midpoints: tuple[FloatArray, FloatArray],
     settings: DriftSettings,
     n_tests: int,
 ) -> ClassShiftTest:
     """Test one class's fine histogram in the window against the reference's.
 
+    ``totals`` are the running totals of the two histograms (shared by the
+    tests; the pooled one is their sum, exact for whole counts);
     ``midpoints`` are the bins' locations on the score and on the logit scale
     (for the Wasserstein distances); ``n_tests`` is the number of classes
     tested in this window, for the Šidák adjustment.
@@ -211,8 +212,7 @@ def _class_shift_test(
     n_r, n_w = float(reference.sum()), float(window.sum())
     if not _has_enough(n_r, n_w, settings):
         return ClassShiftTest(DriftStatus.INSUFFICIENT_DATA, n_r, n_w)
-    # Running totals once for every test; the pooled one is their sum (exact: whole counts).
-    cum_r, cum_w = np.cumsum(reference), np.cumsum(window)
+    cum_r, cum_w = totals
     rank_z, rank_p, superiority = rank_sum_test(reference, window, reference_cumulative=cum_r)
     starts = quantile_bin_starts(
         reference + window, _test_bins(n_r, n_w, settings), cumulative=cum_r + cum_w
@@ -269,14 +269,16 @@ def likelihood_shift_test(
     >>> r.flag, r.positive.flag, r.negative.flag, r.positive.superiority < 0.5
     (True, True, False, True)
     """
+    (ref_pos, ref_neg), (win_pos, win_neg) = reference.running_totals(), window.running_totals()
     pairs = (
-        (reference.positives, window.positives),
-        (reference.negatives, window.negatives),
+        (reference.positives, window.positives, (ref_pos, win_pos)),
+        (reference.negatives, window.negatives, (ref_neg, win_neg)),
     )
-    n_tests = sum(_has_enough(float(r.sum()), float(w.sum()), settings) for r, w in pairs)
+    n_tests = sum(_has_enough(float(r.sum()), float(w.sum()), settings) for r, w, _ in pairs)
     midpoints = (bin_midpoints(reference.edges), logit_bin_midpoints(reference.edges))
     positive, negative = (
-        _class_shift_test(r, w, midpoints, settings, max(n_tests, 1)) for r, w in pairs
+        _class_shift_test(r, w, totals, midpoints, settings, max(n_tests, 1))
+        for r, w, totals in pairs
     )
     tested = [c for c in (positive, negative) if c.status == DriftStatus.OK]
     if not tested:

@@ -122,3 +122,23 @@ def test_histograms_of_stored_counts_equal_the_validated_ones() -> None:
     assert (fast.n_positives, fast.n_negatives) == (float(pos.sum()), float(neg.sum()))
     with pytest.raises(InvalidInput, match="positives"):
         WindowHistograms.of_counts(pos[:-1], neg, edges)
+
+
+def test_the_curve_from_running_totals_is_the_curve_from_the_histograms() -> None:
+    """Bit for bit, including empty bins at both ends and a window of one class."""
+    from app.metrics.curves import cumulative_counts_from_histograms
+
+    rng = np.random.default_rng(6)
+    edges = default_bin_edges((0.5,), n_bins=200)
+    bins = edges.size - 1
+    pos, neg = rng.integers(0, 3000, bins), rng.integers(0, 90000, bins)
+    pos[:7], neg[:7], pos[-5:], neg[-5:] = 0, 0, 0, 0
+    for p, n in [(pos, neg), (pos, np.zeros_like(neg)), (np.zeros_like(pos), neg)]:
+        h = WindowHistograms(p, n, edges)
+        expected = cumulative_counts_from_histograms(p, n, edges)
+        got = h.curve()
+        for name in ("thresholds", "tps", "fps"):
+            assert np.array_equal(getattr(got, name), getattr(expected, name))
+        cum_p, cum_n = h.running_totals()
+        assert np.array_equal(cum_p, np.cumsum(p)) and not cum_p.flags.writeable
+        assert h.running_totals()[1] is cum_n  # computed once
