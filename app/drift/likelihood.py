@@ -37,8 +37,11 @@ compared with ``min_likelihood_effect``; the distances are reported only.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from app.drift.histograms import FloatArray, WindowHistograms
 from app.drift.settings import MIN_EXPECTED_COUNT, DriftSettings
@@ -244,6 +247,16 @@ def _class_shift_test(
     )
 
 
+@functools.lru_cache(maxsize=16)
+def _midpoints(edges: bytes) -> tuple[FloatArray, FloatArray]:
+    """The bins' locations on the score and on the logit scale, by edges (those of a
+    few models serve every window)."""
+    e = np.frombuffer(edges, dtype=np.float64)
+    score, logit = bin_midpoints(e), logit_bin_midpoints(e)
+    score.flags.writeable = logit.flags.writeable = False
+    return score, logit
+
+
 def likelihood_shift_test(
     reference: WindowHistograms, window: WindowHistograms, settings: DriftSettings
 ) -> LikelihoodShiftTest:
@@ -275,7 +288,7 @@ def likelihood_shift_test(
         (reference.negatives, window.negatives, (ref_neg, win_neg)),
     )
     n_tests = sum(_has_enough(float(r.sum()), float(w.sum()), settings) for r, w, _ in pairs)
-    midpoints = (bin_midpoints(reference.edges), logit_bin_midpoints(reference.edges))
+    midpoints = _midpoints(reference.edges.tobytes())
     positive, negative = (
         _class_shift_test(r, w, totals, midpoints, settings, max(n_tests, 1))
         for r, w, totals in pairs

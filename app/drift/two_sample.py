@@ -142,11 +142,24 @@ def rank_sum_test(
     u = float(np.sum(window * (below + 0.5 * reference)))
     ties = reference + window
     n = n_r + n_w
-    variance = n_r * n_w / 12.0 * ((n + 1.0) - float(np.sum(ties**3 - ties)) / (n * (n - 1.0)))
+    variance = n_r * n_w / 12.0 * ((n + 1.0) - float(np.sum(_cubes(ties) - ties)) / (n * (n - 1.0)))
     if variance <= 0.0:
         return 0.0, 1.0, 0.5
     z = (u - 0.5 * n_r * n_w) / math.sqrt(variance)
     return z, float(2.0 * special.ndtr(-abs(z))), u / (n_r * n_w)  # two normal tails
+
+
+EXACT_CUBES = 2.0**17
+"""Whole numbers below this have cubes below 2^51: exact as two products."""
+
+
+def _cubes(x: FloatArray) -> FloatArray:
+    """``x**3``; by two products (a fifth of the time) when every element is a whole
+    number below :data:`EXACT_CUBES`, where both are exact, so the same floats."""
+    if x.size and x.max() < EXACT_CUBES and np.array_equal(x, np.floor(x)):
+        return x * x * x
+    cubes: FloatArray = x**3
+    return cubes
 
 
 def bin_midpoints(edges: FloatArray) -> FloatArray:

@@ -148,3 +148,13 @@ def test_running_totals_given_by_the_caller_change_nothing() -> None:
     assert wasserstein_distances(
         reference, window, points, cumulatives=(cum_r, cum_w)
     ) == wasserstein_distances(reference, window, points)
+
+
+def test_cubes_by_products_are_the_powers_bit_for_bit() -> None:
+    from app.drift.two_sample import EXACT_CUBES, _cubes
+
+    rng = np.random.default_rng(22)
+    whole = np.concatenate(([0.0, 1.0, EXACT_CUBES - 1], rng.integers(0, int(EXACT_CUBES), 5000)))
+    for x in (whole, whole + 0.5, whole * 64.0, rng.uniform(0.0, 1e6, 300), np.zeros(0)):
+        x = x.astype(np.float64)
+        assert np.array_equal(_cubes(x), x**3)
