@@ -303,7 +303,7 @@ def row_quantiles(rows: Array, probs: Sequence[float]) -> Array:
     a = ordered[:, previous.astype(np.intp)].T
     b = ordered[:, following.astype(np.intp)].T
     diff = b - a
-    out = a + diff * gamma
+    out: Array = a + diff * gamma
     np.subtract(b, diff * (1.0 - gamma), out=out, where=gamma >= 0.5)
     return out
 
