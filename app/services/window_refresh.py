@@ -72,6 +72,9 @@ class ClaimedWindow:
     batch_ids: tuple[uuid.UUID, ...]
     detail_due_at: datetime | None = None
     """The row's detail due time at the claim (app/services/refresh_tier.py)."""
+    backlog: bool = True
+    """The claim took a whole group, so more windows were waiting (False: the queue was
+    short and the refresh is full, app/services/refresh_tier.py)."""
 
     @property
     def sums(self) -> WindowSums:
@@ -99,6 +102,8 @@ def claim_windows(
 
     The claim takes at most half of the claimable windows (at least one), so
     that concurrent workers share a short queue; the windows come in key order.
+    A claim of fewer than ``group_size`` windows (the queue was short) marks
+    them ``backlog=False``: their refreshes are full.
     On SQLite an idle poll only reads: the database write lock is taken only
     when a window is waiting, so an idle worker never makes writers wait.
     """
@@ -122,14 +127,15 @@ def claim_windows(
             for row in session.scalars(select(Model).where(Model.id.in_(ids)))
         }
         deltas = queue.claimed_deltas(session, [claim for claim, _ in claimed])
+        backlog = len(claimed) >= group_size
         return [
-            _claimed_window(claim, row, models[claim.model_id], deltas[claim.key])
+            _claimed_window(claim, row, models[claim.model_id], deltas[claim.key], backlog)
             for claim, row in claimed
         ]
 
 
 def _claimed_window(
-    claim: Claim, row: WindowAggregate, model: ModelConfig, rows: list[BatchDelta]
+    claim: Claim, row: WindowAggregate, model: ModelConfig, rows: list[BatchDelta], backlog: bool
 ) -> ClaimedWindow:
     deltas = [Delta.from_row(d) for d in rows]
     base = WindowSums.from_row(row)
@@ -140,7 +146,8 @@ def _claimed_window(
         model.n_bins,
         stored_unlabelled=row.n_unlabelled,
     )
-    return ClaimedWindow(claim, model, folded, tuple(d.batch_id for d in deltas), row.detail_due_at)
+    batch_ids = tuple(d.batch_id for d in deltas)
+    return ClaimedWindow(claim, model, folded, batch_ids, row.detail_due_at, backlog)
 
 
 REFERENCE_CACHE_MB = 256.0
@@ -319,6 +326,7 @@ def compute_claimed(
             window_end=_window_end(claimed),
             detail_due_at=claimed.detail_due_at,
             detail_interval_seconds=detail_interval_seconds,
+            backlog=claimed.backlog,
         ),
     )
 
