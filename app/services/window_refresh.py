@@ -168,7 +168,7 @@ class ReferenceCache:
     (each histogram as its non-empty bins) and the least recently used are
     dropped once they hold more than ``max_bytes``.
 
-    :meth:`read_versions` reads the versions of a group's references in one
+    :meth:`versions_read` reads the versions of a group's references in one
     query; :meth:`get` uses them (else it reads its own) and loads a missing
     sum with the columns it needs.
     """
@@ -176,8 +176,8 @@ class ReferenceCache:
     def __init__(self, max_bytes: float = REFERENCE_CACHE_MB * 2**20) -> None:
         self.max_bytes = max_bytes
         self.nbytes = 0
-        """Bytes held by the entries (their arrays)."""
-        self._entries: OrderedDict[tuple[Any, ...], _Packed | None] = OrderedDict()
+        """Bytes held by the entries (:func:`entry_bytes`)."""
+        self._entries: OrderedDict[tuple[Any, ...], tuple[_Packed | None, int]] = OrderedDict()
         self._versions: dict[Period, tuple[tuple[datetime, int], ...]] = {}
 
     def __len__(self) -> int:
@@ -223,21 +223,30 @@ class ReferenceCache:
         key = (model.id, segment, model.n_bins, versions)
         if key in self._entries:
             self._entries.move_to_end(key)
-            packed = self._entries[key]
+            packed = self._entries[key][0]
             return None if packed is None else packed.unpack()
         total = WindowSums.merge(
             WindowSums.from_row(row)
             for row in session.execute(select(*_SUMS_COLUMNS).where(_in_period(period)))
         )
-        self._store(key, None if total is None else _Packed.of(total))
+        packed = None if total is None else _Packed.of(total)
+        size = entry_bytes(len(versions), packed)
+        self._entries[key] = (packed, size)
+        self.nbytes += size
+        while self.nbytes > self.max_bytes and self._entries:
+            self.nbytes -= self._entries.popitem(last=False)[1][1]
         return total
 
-    def _store(self, key: tuple[Any, ...], packed: _Packed | None) -> None:
-        self._entries[key] = packed
-        self.nbytes += 0 if packed is None else packed.nbytes
-        while self.nbytes > self.max_bytes and self._entries:
-            _, dropped = self._entries.popitem(last=False)
-            self.nbytes -= 0 if dropped is None else dropped.nbytes
+
+ENTRY_BYTES = 512
+"""Bytes counted for an entry besides its arrays (its objects), and per window of its key."""
+
+
+def entry_bytes(windows: int, packed: _Packed | None) -> int:
+    """The size counted for a cache entry of a reference of ``windows`` windows: its
+    arrays plus :data:`ENTRY_BYTES` per window and one more (so that entries of empty
+    references count too)."""
+    return ENTRY_BYTES * (windows + 1) + (0 if packed is None else packed.nbytes)
 
 
 _SUMS_COLUMNS = [getattr(WindowAggregate, name) for name in AggregateRow.__annotations__]

@@ -13,7 +13,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.db.models import ALL_SEGMENTS
 from app.services.model_config import ModelConfig
-from app.services.window_refresh import ReferenceCache, claim_windows, refresh_group
+from app.services.window_refresh import (
+    ENTRY_BYTES,
+    ReferenceCache,
+    claim_windows,
+    refresh_group,
+)
 from app.services.window_sums import WindowSums
 from app.services.windowing import window_length
 
@@ -120,7 +125,8 @@ def test_the_cache_drops_the_least_recently_used_entries_beyond_its_bytes(
     # each histogram stored as its non-empty bins: 4-byte indices and 4-byte counts
     total = _summed(factory, model, starts[:1])
     hists = [total.hist_positives, total.hist_negatives, total.unlabelled]
-    assert sizes[0] == sum(8 * np.count_nonzero(h) for h in hists if h is not None)
+    arrays = sum(8 * np.count_nonzero(h) for h in hists if h is not None)
+    assert sizes[0] == 2 * ENTRY_BYTES + arrays  # a reference of one window
     cache = ReferenceCache(max_bytes=sizes[0] + sizes[1])
     _get(cache, factory, model, starts[0])
     _get(cache, factory, model, starts[1])
@@ -140,3 +146,15 @@ def test_a_cache_of_no_bytes_keeps_nothing_and_still_answers(
     cache = ReferenceCache(max_bytes=0)
     _assert_same(_get(cache, factory, model, starts[0]), _summed(factory, model, starts[:1]))
     assert (len(cache), cache.nbytes) == (0, 0)
+
+
+def test_the_empty_periods_of_a_segment_share_one_entry_of_fixed_size(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """The key is the windows' versions, not the period: no window, one entry (None)."""
+    model, starts = _fleet(factory, settings, 1)
+    before = starts[0] - 10 * window_length(model.window)
+    cache = ReferenceCache()
+    for k in range(4):
+        assert _get(cache, factory, model, before + k * window_length(model.window)) is None
+    assert (len(cache), cache.nbytes) == (1, ENTRY_BYTES)
