@@ -55,6 +55,7 @@ class WindowHistograms:
     negatives: FloatArray
     edges: FloatArray
     _totals: tuple[FloatArray, FloatArray] | None = field(default=None, init=False, repr=False)
+    _sizes: tuple[float, float] = field(default=(0.0, 0.0), init=False, repr=False)
 
     def __init__(self, positives: object, negatives: object, edges: object) -> None:
         e = np.array(check_bin_edges(edges), dtype=np.float64)
@@ -63,7 +64,7 @@ class WindowHistograms:
         object.__setattr__(self, "edges", e)
         object.__setattr__(self, "positives", _check_counts(positives, j, "positives"))
         object.__setattr__(self, "negatives", _check_counts(negatives, j, "negatives"))
-        object.__setattr__(self, "_totals", None)
+        self._summed()
 
     @classmethod
     def of_counts(
@@ -80,8 +81,15 @@ class WindowHistograms:
                 raise InvalidInput(name, f"must be a one-dimensional array of {n_bins} bin counts")
             a.flags.writeable = False
             object.__setattr__(hists, name, a)
-        object.__setattr__(hists, "_totals", None)
+        hists._summed()
         return hists
+
+    def _summed(self) -> None:
+        """Set the class sizes (read by every test) once; the running totals on demand."""
+        object.__setattr__(
+            self, "_sizes", (float(self.positives.sum()), float(self.negatives.sum()))
+        )
+        object.__setattr__(self, "_totals", None)
 
     def running_totals(self) -> tuple[FloatArray, FloatArray]:
         """``np.cumsum`` of the positives and of the negatives (computed once, read-only)."""
@@ -103,12 +111,12 @@ class WindowHistograms:
     @property
     def n_positives(self) -> float:
         """P, the number of actual positives."""
-        return float(self.positives.sum())
+        return self._sizes[0]
 
     @property
     def n_negatives(self) -> float:
         """N, the number of actual negatives."""
-        return float(self.negatives.sum())
+        return self._sizes[1]
 
     @property
     def n(self) -> float:
