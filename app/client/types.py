@@ -58,8 +58,8 @@ class Window:
     ``metrics`` maps a metric name to its value (None: undefined, ``reasons``
     says why); ``status`` is ``fresh`` or ``pending``; ``curves`` is set only
     by :meth:`app.client.Client.window`. ``detail`` stamps the curves and the
-    ``ops_*`` and curve-area intervals (``aggregate_version``, ``computed_at``,
-    ``current``; None while the window has none, docs/reading.md).
+    intervals (``aggregate_version``, ``computed_at``, ``current``; None while
+    the window has none, docs/reading.md).
     """
 
     start: datetime

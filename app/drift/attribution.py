@@ -27,11 +27,7 @@ import numpy as np
 from app.drift.histograms import WindowHistograms
 from app.drift.settings import DriftSettings
 from app.errors import InvalidInput
-from app.metrics.curves import (
-    CurveCounts,
-    average_precision_from_counts,
-    cumulative_counts_from_histograms,
-)
+from app.metrics.curves import CurveCounts, average_precision_from_counts
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.undefined import to_optional
 from app.statuses import DriftStatus
@@ -158,14 +154,8 @@ def attribute_changes(
             name: MetricAttribution(DriftStatus.INSUFFICIENT_DATA, *[nan] * 6) for name in metrics
         }
     window_ok = min(window.n_positives, window.n_negatives) >= least
-    curve_r = cumulative_counts_from_histograms(
-        reference.positives, reference.negatives, reference.edges
-    )
-    curve_w = (
-        cumulative_counts_from_histograms(window.positives, window.negatives, window.edges)
-        if window_ok
-        else None
-    )
+    curve_r = reference.curve()
+    curve_w = window.curve() if window_ok else None
     pi_r, pi_w = reference.prior, window.prior
     return {
         name: _split(

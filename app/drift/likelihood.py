@@ -37,8 +37,11 @@ compared with ``min_likelihood_effect``; the distances are reported only.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from app.drift.histograms import FloatArray, WindowHistograms
 from app.drift.settings import MIN_EXPECTED_COUNT, DriftSettings
@@ -196,12 +199,15 @@ def _test_bins(n_reference: float, n_window: float, settings: DriftSettings) -> 
 def _class_shift_test(
     reference: FloatArray,
     window: FloatArray,
+    totals: tuple[FloatArray, FloatArray],
     midpoints: tuple[FloatArray, FloatArray],
     settings: DriftSettings,
     n_tests: int,
 ) -> ClassShiftTest:
     """Test one class's fine histogram in the window against the reference's.
 
+    ``totals`` are the running totals of the two histograms (shared by the
+    tests; the pooled one is their sum, exact for whole counts);
     ``midpoints`` are the bins' locations on the score and on the logit scale
     (for the Wasserstein distances); ``n_tests`` is the number of classes
     tested in this window, for the Šidák adjustment.
@@ -209,14 +215,19 @@ def _class_shift_test(
     n_r, n_w = float(reference.sum()), float(window.sum())
     if not _has_enough(n_r, n_w, settings):
         return ClassShiftTest(DriftStatus.INSUFFICIENT_DATA, n_r, n_w)
-    rank_z, rank_p, superiority = rank_sum_test(reference, window)
-    starts = quantile_bin_starts(reference + window, _test_bins(n_r, n_w, settings))
+    cum_r, cum_w = totals
+    rank_z, rank_p, superiority = rank_sum_test(reference, window, reference_cumulative=cum_r)
+    starts = quantile_bin_starts(
+        reference + window, _test_bins(n_r, n_w, settings), cumulative=cum_r + cum_w
+    )
     chi2, df, chi2_p = chi_square_homogeneity(coarsen(reference, starts), coarsen(window, starts))
     p_value = min(1.0, 2.0 * min(rank_p, chi2_p))
     p_adjusted = sidak(p_value, n_tests)
-    deciles = quantile_bin_starts(reference, PSI_BINS)
+    deciles = quantile_bin_starts(reference, PSI_BINS, cumulative=cum_r)
     psi = population_stability_index(coarsen(reference, deciles), coarsen(window, deciles))
-    wasserstein_score, wasserstein_logit = wasserstein_distances(reference, window, midpoints)
+    wasserstein_score, wasserstein_logit = wasserstein_distances(
+        reference, window, midpoints, cumulatives=(cum_r, cum_w)
+    )
     return ClassShiftTest(
         DriftStatus.OK,
         n_r,
@@ -234,6 +245,16 @@ def _class_shift_test(
         wasserstein_logit=wasserstein_logit,
         flag=p_adjusted < settings.alpha and psi > settings.min_likelihood_effect,
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _midpoints(edges: bytes) -> tuple[FloatArray, FloatArray]:
+    """The bins' locations on the score and on the logit scale, by edges (those of a
+    few models serve every window)."""
+    e = np.frombuffer(edges, dtype=np.float64)
+    score, logit = bin_midpoints(e), logit_bin_midpoints(e)
+    score.flags.writeable = logit.flags.writeable = False
+    return score, logit
 
 
 def likelihood_shift_test(
@@ -261,14 +282,16 @@ def likelihood_shift_test(
     >>> r.flag, r.positive.flag, r.negative.flag, r.positive.superiority < 0.5
     (True, True, False, True)
     """
+    (ref_pos, ref_neg), (win_pos, win_neg) = reference.running_totals(), window.running_totals()
     pairs = (
-        (reference.positives, window.positives),
-        (reference.negatives, window.negatives),
+        (reference.positives, window.positives, (ref_pos, win_pos)),
+        (reference.negatives, window.negatives, (ref_neg, win_neg)),
     )
-    n_tests = sum(_has_enough(float(r.sum()), float(w.sum()), settings) for r, w in pairs)
-    midpoints = (bin_midpoints(reference.edges), logit_bin_midpoints(reference.edges))
+    n_tests = sum(_has_enough(float(r.sum()), float(w.sum()), settings) for r, w, _ in pairs)
+    midpoints = _midpoints(reference.edges.tobytes())
     positive, negative = (
-        _class_shift_test(r, w, midpoints, settings, max(n_tests, 1)) for r, w in pairs
+        _class_shift_test(r, w, totals, midpoints, settings, max(n_tests, 1))
+        for r, w, totals in pairs
     )
     tested = [c for c in (positive, negative) if c.status == DriftStatus.OK]
     if not tested:

@@ -17,21 +17,28 @@ from app.metrics._validation import check_probability
 from app.metrics.areas import average_precision_from_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import CurveCounts
-from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
-from app.metrics.undefined import to_optional
+from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT, labeling_metrics_of
 
 BALANCED_PRIOR = 0.5
 """The reference prior of the class-balanced measures."""
 
 
 def _at_prior(counts: ConfusionCounts, pi0: float, prefix: str) -> dict[str, float | None]:
-    ref = counts.at_prior(pi0)
-    return {
-        f"{prefix}{name}": to_optional(
-            float(LABELING_METRICS[name].func(ref.tp, ref.fp, ref.fn, ref.tn))
-        )
-        for name in PRIOR_DEPENDENT
-    }
+    return _prefixed(labeling_metrics_of([counts.at_prior(pi0)], PRIOR_DEPENDENT)[0], prefix)
+
+
+def _prefixed(metrics: dict[str, float | None], prefix: str) -> dict[str, float | None]:
+    return {f"{prefix}{name}": value for name, value in metrics.items()}
+
+
+def labeling_and_calibrated_metrics(
+    counts: ConfusionCounts, pi0: float
+) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """``labeling_metrics(counts)`` and ``calibrated_metrics(counts, pi0)``, each metric
+    evaluated once on both matrices (the same values)."""
+    ref = counts.at_prior(check_probability("pi0", pi0))
+    raw, at_pi0 = labeling_metrics_of([counts, ref], LABELING_METRICS)
+    return raw, _prefixed({name: at_pi0[name] for name in PRIOR_DEPENDENT}, "calibrated_")
 
 
 def calibrated_metrics(counts: ConfusionCounts, pi0: float) -> dict[str, float | None]:

@@ -225,14 +225,35 @@ def cumulative_counts_from_histograms(positives: Any, negatives: Any, edges: Any
     e = check_bin_edges(edges)
     pos = _check_histogram("positives", positives, e.size - 1)[::-1]
     neg = _check_histogram("negatives", negatives, e.size - 1)[::-1]
+    return _curve_of_reversed(e, pos, neg, np.cumsum(pos), np.cumsum(neg))
+
+
+def cumulative_counts_from_running_totals(
+    positives: Array, negatives: Array, totals: tuple[Array, Array], edges: Array
+) -> CurveCounts:
+    """:func:`cumulative_counts_from_histograms` of whole counts over checked edges, from
+    their running totals ``totals = (np.cumsum(positives), np.cumsum(negatives))``.
+
+    The counts above each bin are the total minus the running total below it,
+    exact for whole counts (every partial sum is an integer below 2^53), so the
+    curve is the same, bit for bit, without summing the histograms again.
+    """
+
+    def above(running: Array) -> Array:
+        counts: Array = running[-1] - np.concatenate((running[-2::-1], [0.0]))
+        return counts
+
+    return _curve_of_reversed(
+        edges, positives[::-1], negatives[::-1], above(totals[0]), above(totals[1])
+    )
+
+
+def _curve_of_reversed(e: Array, pos: Array, neg: Array, tps: Array, fps: Array) -> CurveCounts:
+    """The curve from the histograms and their cumulative counts, highest bin first."""
     keep = (pos + neg) > 0.0
     if not keep.any():
         raise InvalidInput("positives", "the histograms are empty (no examples)")
-    return CurveCounts(
-        thresholds=e[-2::-1][keep].copy(),
-        tps=np.cumsum(pos)[keep],
-        fps=np.cumsum(neg)[keep],
-    )
+    return CurveCounts(thresholds=e[-2::-1][keep].copy(), tps=tps[keep], fps=fps[keep])
 
 
 def roc_curve(curve: CurveCounts) -> tuple[Array, Array, Array]:

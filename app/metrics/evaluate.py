@@ -19,12 +19,12 @@ from app.metrics._validation import (
     check_scores_labels,
 )
 from app.metrics.areas import curve_areas
-from app.metrics.calibrated import calibrated_average_precision, calibrated_metrics
+from app.metrics.calibrated import calibrated_average_precision, labeling_and_calibrated_metrics
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.cost import target_weight, weighted_accuracy
 from app.metrics.curves import CurveCounts, cumulative_counts
-from app.metrics.labeling import labeling_metrics
-from app.metrics.ops import outperformance_score
+from app.metrics.labeling import LABELING_METRICS, labeling_metrics
+from app.metrics.ops import labeling_outperformance_scores, outperformance_score
 from app.metrics.probability import ProbabilitySums, brier_score_loss, log_loss
 from app.metrics.undefined import to_optional
 
@@ -65,10 +65,24 @@ def _check_options(
     )
 
 
-def _ops(name: str, value: float | None, prior: float) -> float | None:
-    if value is None or not 0.0 < prior < 1.0:
-        return None
-    return to_optional(outperformance_score(name, value, prior))
+def _ops_of(metrics: dict[str, float | None], prior: float) -> dict[str, float | None]:
+    """``ops_<name>`` of the :data:`OPS_METRICS` in ``metrics`` (None where the value is
+    undefined or the prior is 0 or 1); the labeling ones evaluated together."""
+    names = [name for name in OPS_METRICS if name in metrics]
+    if not 0.0 < prior < 1.0:
+        return {f"ops_{name}": None for name in names}
+    defined = {name: v for name in names if (v := metrics[name]) is not None}
+    ops: dict[str, float] = labeling_outperformance_scores(
+        {name: v for name, v in defined.items() if name in LABELING_METRICS}, prior
+    )
+    return {
+        f"ops_{name}": None
+        if name not in defined
+        else to_optional(
+            ops[name] if name in ops else outperformance_score(name, defined[name], prior)
+        )
+        for name in names
+    }
 
 
 def _weighted_accuracy(
@@ -128,7 +142,11 @@ def evaluate_counts(
             "confusion", f"holds {confusion.n} examples but the curve holds {curve.n}"
         )
     prior = confusion.prior
-    out = labeling_metrics(confusion)
+    calibrated: dict[str, float | None] = {}
+    if pi0 is None:
+        out = labeling_metrics(confusion)
+    else:
+        out, calibrated = labeling_and_calibrated_metrics(confusion, pi0)
     out["prior"] = to_optional(prior)
     if curve is not None:
         out.update(curve_metrics(curve))
@@ -136,12 +154,10 @@ def evaluate_counts(
         out["brier"] = to_optional(brier_score_loss(sums))
         out["log_loss"] = to_optional(log_loss(sums))
     if pi0 is not None:
-        out.update(calibrated_metrics(confusion, pi0))
+        out.update(calibrated)
         if curve is not None:
             out["calibrated_auc_pr"] = to_optional(calibrated_average_precision(curve, pi0))
-    for name in OPS_METRICS:
-        if name in out:
-            out[f"ops_{name}"] = _ops(name, out[name], prior)
+    out.update(_ops_of(out, prior))
     if cost_ratio is not None:
         out["weighted_accuracy"] = _weighted_accuracy(confusion, cost_ratio, target_prior)
     return out

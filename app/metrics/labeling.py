@@ -12,7 +12,7 @@ and the outperformance-score integrals.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -247,7 +247,20 @@ def labeling_metrics(counts: ConfusionCounts) -> dict[str, float | None]:
     >>> labeling_metrics(ConfusionCounts(tp=8, fp=2, fn=2, tn=88))["f1"]
     0.8
     """
-    return {
-        name: to_optional(float(m.func(counts.tp, counts.fp, counts.fn, counts.tn)))
-        for name, m in LABELING_METRICS.items()
-    }
+    return labeling_metrics_of([counts], LABELING_METRICS)[0]
+
+
+def labeling_metrics_of(
+    matrices: Sequence[ConfusionCounts], names: Iterable[str]
+) -> list[dict[str, float | None]]:
+    """The metrics ``names`` of each matrix (``None`` where undefined), each metric's
+    function evaluated once on all of them (the same values as one matrix at a time)."""
+    cells = [
+        np.array(cell, dtype=np.float64)
+        for cell in zip(*((c.tp, c.fp, c.fn, c.tn) for c in matrices), strict=True)
+    ]
+    columns = {name: LABELING_METRICS[name].func(*cells).tolist() for name in names}
+    return [
+        {name: to_optional(values[i]) for name, values in columns.items()}
+        for i in range(len(matrices))
+    ]

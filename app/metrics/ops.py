@@ -19,7 +19,7 @@ windows with different priors.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,7 +27,7 @@ from app.errors import InvalidInput
 from app.metrics._validation import check_probability
 from app.metrics.curves import lift_auc_ideal
 from app.metrics.labeling import LABELING_METRICS
-from app.metrics.ops_labeling import labeling_ops_pairs
+from app.metrics.ops_labeling import labeling_ops_at, labeling_ops_pairs
 
 if TYPE_CHECKING:
     from app.metrics.ops_scoring import ScoringReference
@@ -187,6 +187,25 @@ def outperformance_scores(
     >>> [round(x, 4) for x in outperformance_scores("f1", [0.6, 0.6], [0.1, 0.5])]
     [0.9577, 0.6429]
     """
+    target, mus, pis, u = _validated(metric, values, priors, at)
+    if target in LABELING_METRICS:
+        return labeling_ops_pairs(target, mus, pis)
+
+    from app.metrics.ops_scoring import scoring_reference
+
+    ref = reference if reference is not None else scoring_reference()
+    if u is None:
+        return [ref.ops_area(target, mu, pi) for mu, pi in zip(mus, pis, strict=True)]
+    if target == "precision_at_recall":
+        return [ref.ops_precision_at_recall(mu, pi, u) for mu, pi in zip(mus, pis, strict=True)]
+    return [ref.ops_precision_at_fraction(mu, pi, u) for mu, pi in zip(mus, pis, strict=True)]
+
+
+def _validated(
+    metric: str, values: Sequence[float], priors: Sequence[float], at: float | None
+) -> tuple[str, list[float], list[float], float | None]:
+    """The metric whose OPS is computed, its values (clamped to its range), the priors
+    and ``at``, checked as :func:`outperformance_scores` documents."""
     name = str(metric).strip().lower()
     alias = ALIASES.get(name)
     target = alias.target if alias is not None else name
@@ -211,15 +230,43 @@ def outperformance_scores(
         _check_value(target, alias.to_target(mu, pi) if alias else mu, name, mu)
         for mu, pi in zip(mus, pis, strict=True)
     ]
+    return target, mus, pis, u
 
-    if target in LABELING_METRICS:
-        return labeling_ops_pairs(target, mus, pis)
 
-    from app.metrics.ops_scoring import scoring_reference
+def labeling_outperformance_scores(values: Mapping[str, float], prior: float) -> dict[str, float]:
+    """:func:`outperformance_score` of several labeling metrics at one prior, by name.
 
-    ref = reference if reference is not None else scoring_reference()
-    if u is None:
-        return [ref.ops_area(target, mu, pi) for mu, pi in zip(mus, pis, strict=True)]
-    if target == "precision_at_recall":
-        return [ref.ops_precision_at_recall(mu, pi, u) for mu, pi in zip(mus, pis, strict=True)]
-    return [ref.ops_precision_at_fraction(mu, pi, u) for mu, pi in zip(mus, pis, strict=True)]
+    The same values as one call per metric; their areas are evaluated
+    together (:func:`app.metrics.ops_labeling.labeling_ops_at`).
+
+    Parameters
+    ----------
+    values : mapping of str to float
+        Observed value of each metric; names of ``LABELING_METRICS``.
+    prior : float
+        Class prior pi of the data, in (0, 1).
+
+    Returns
+    -------
+    dict of str to float
+        The OPS of each metric, in the order of ``values``.
+
+    Raises
+    ------
+    InvalidInput
+        As :func:`outperformance_score`; a name that is not a labeling metric.
+
+    Examples
+    --------
+    >>> ops = labeling_outperformance_scores({"f1": 0.6, "recall": 0.3}, 0.1)
+    >>> round(ops["f1"], 4), round(ops["recall"], 4)
+    (0.9577, 0.3)
+    """
+    checked: dict[str, float] = {}
+    pi = prior
+    for name, value in values.items():
+        if name not in LABELING_METRICS:
+            raise InvalidInput("metric", f"{name!r} is not a labeling metric")
+        _, mus, pis, _ = _validated(name, [value], [prior], None)
+        checked[name], pi = mus[0], pis[0]
+    return labeling_ops_at(checked, pi)

@@ -38,7 +38,7 @@ closed form, the prior-free closed forms and a brute-force grid).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -49,6 +49,7 @@ from app.metrics.labeling import LABELING_METRICS, LabelingMetric
 
 Array = npt.NDArray[np.float64]
 FloatArray = npt.NDArray[np.floating[Any]]
+IntArray = npt.NDArray[np.intp]
 
 N_DIAGONALS = 512
 """Midpoint nodes in s = alpha - beta (quadrature error about (2/N)^2)."""
@@ -109,14 +110,6 @@ def _rates(s: FloatArray, t: FloatArray) -> tuple[Array, Array]:
     return a, b
 
 
-def _metric_at(metric: LabelingMetric, prior: float | Array, a: Array, b: Array) -> Array:
-    """M(prior, a, b) through the registry function; ``prior``, ``a`` and ``b`` broadcast."""
-    # from_rates is plain arithmetic and broadcasts over arrays of rates.
-    c = ConfusionCounts.from_rates(cast(float, prior), cast(float, a), cast(float, b))
-    m: Array = metric.func(c.tp, c.fp, c.fn, c.tn)
-    return m
-
-
 def _gap_of(metric: LabelingMetric, m: Array, value: float | Array) -> Array:
     """Signed gap of metric values ``m`` to ``value``: negative exactly where M is worse.
 
@@ -126,11 +119,11 @@ def _gap_of(metric: LabelingMetric, m: Array, value: float | Array) -> Array:
     return m - value if metric.greater_is_better else value - m
 
 
-def _gap(
-    metric: LabelingMetric, prior: float | Array, value: float | Array, s: FloatArray, t: FloatArray
-) -> Array:
-    """:func:`_gap_of` at the points (s, t) of the diagonals; every argument broadcasts."""
-    return _gap_of(metric, _metric_at(metric, prior, *_rates(s, t)), value)
+def _metric_on(metric: LabelingMetric, c: ConfusionCounts, part: slice | IntArray) -> Array:
+    """M on the matrices ``part`` of ``c`` (a ConfusionCounts of arrays: from_rates broadcasts)."""
+    cells = (cast(Array, x)[part] for x in (c.tp, c.fp, c.fn, c.tn))
+    m: Array = metric.func(*cells)
+    return m
 
 
 _A_GRID, _B_GRID = _rates(_S[:, None], _T_GRID)  # the bracketing grid's rates, for every metric
@@ -171,15 +164,31 @@ def worse_areas(metric: LabelingMetric, values: Sequence[float], priors: Sequenc
     ndarray of float64, shape (M,)
         Element i equals ``worse_area(metric, values[i], priors[i])``.
     """
+    return _worse_areas([metric] * len(values), values, priors)
+
+
+def _worse_areas(
+    metrics: Sequence[LabelingMetric], values: Sequence[float], priors: Sequence[float]
+) -> Array:
+    """:func:`worse_area` of the triples (``metrics[i]``, ``values[i]``, ``priors[i]``), where
+    the pairs of one metric are consecutive; every metric is evaluated on the grid at every
+    distinct prior (the batches share their priors)."""
     mu = np.asarray(values, dtype=np.float64)
     pi = np.asarray(priors, dtype=np.float64)
     pairs = mu.size
+    if pairs == 0:
+        return np.zeros(0, dtype=np.float64)
+    runs = _runs(metrics)
     # (pairs, diagonals, points); every operation is elementwise, so a pair's
     # values are those of evaluating it alone. M on the grid depends on the
     # prior only: once per distinct prior (an interval's two ends share one).
     distinct, which = np.unique(pi, return_inverse=True)
-    on_grid = _metric_at(metric, distinct[:, None, None], _A_GRID, _B_GRID)
-    gap = _gap_of(metric, on_grid[which.reshape(pairs)], mu[:, None, None])
+    which = which.reshape(pairs)
+    grid = ConfusionCounts.from_rates(*cast(Any, (distinct[:, None, None], _A_GRID, _B_GRID)))
+    every = slice(None)
+    gap = _joined(
+        _gap_of(m, _metric_on(m, grid, every)[which[run]], mu[run, None, None]) for m, run in runs
+    )
     worse = gap < 0.0
     left, right = worse[..., :-1], worse[..., 1:]
     length = np.count_nonzero(left & right, axis=-1) * _CELL  # whole cells inside
@@ -192,9 +201,17 @@ def worse_areas(metric: LabelingMetric, values: Sequence[float], priors: Sequenc
         g_lo, g_hi = gap[pair, line, cell], gap[pair, line, cell + 1]
         worse_lo = left[pair, line, cell]
         pair_pi, pair_mu = pi[pair], mu[pair]
+        # the brackets of each metric's pairs (ordered by pair, so consecutive)
+        cuts = np.searchsorted(pair, [run.start for _, run in runs] + [pairs])
+        brackets = [
+            (m, slice(a, b)) for (m, _), a, b in zip(runs, cuts[:-1], cuts[1:], strict=True)
+        ]
         for _ in range(N_BISECT):
             mid = 0.5 * (lo + hi)
-            g_mid = _gap(metric, pair_pi, pair_mu, s, mid)
+            at_mid = ConfusionCounts.from_rates(cast(float, pair_pi), *cast(Any, _rates(s, mid)))
+            g_mid = _joined(
+                _gap_of(m, _metric_on(m, at_mid, part), pair_mu[part]) for m, part in brackets
+            )
             same = (g_mid < 0.0) == worse_lo
             lo, g_lo = np.where(same, mid, lo), np.where(same, g_mid, g_lo)
             hi, g_hi = np.where(same, hi, mid), np.where(same, g_hi, g_mid)
@@ -208,6 +225,23 @@ def worse_areas(metric: LabelingMetric, values: Sequence[float], priors: Sequenc
     area = 0.5 * _STEP * np.sum(length, axis=-1)
     clipped: Array = np.where(area > 0.0, np.minimum(area, 1.0), 0.0)
     return clipped.reshape(pairs)
+
+
+def _runs(metrics: Sequence[LabelingMetric]) -> list[tuple[LabelingMetric, slice]]:
+    """The runs of consecutive equal metrics, each with its slice of the pairs."""
+    runs: list[tuple[LabelingMetric, slice]] = []
+    for i, metric in enumerate(metrics):
+        if runs and runs[-1][0] is metric:
+            runs[-1] = (metric, slice(runs[-1][1].start, i + 1))
+        else:
+            runs.append((metric, slice(i, i + 1)))
+    return runs
+
+
+def _joined(parts: Iterable[Array]) -> Array:
+    """The parts end to end along the first axis (a single part as it is)."""
+    arrays = list(parts)
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def labeling_ops(name: str, value: float, prior: float) -> float:
@@ -235,3 +269,27 @@ def labeling_ops_pairs(name: str, values: Sequence[float], priors: Sequence[floa
     if name == "f1":
         return [f1_ops(v, p) for v, p in zip(values, priors, strict=True)]
     return [float(x) for x in worse_areas(LABELING_METRICS[name], values, priors)]
+
+
+def labeling_ops_at(values: Mapping[str, float], prior: float) -> dict[str, float]:
+    """:func:`labeling_ops` of several metrics at one prior, by name.
+
+    The same values as one call per metric; the areas of all of them are
+    evaluated together (one grid of rates, one bisection).
+
+    Examples
+    --------
+    >>> ops = labeling_ops_at({"recall": 0.3, "f1": 0.6}, 0.1)
+    >>> round(ops["recall"], 4), round(ops["f1"], 4)
+    (0.3, 0.9577)
+    """
+    names = [name for name in values if name != "f1"]
+    metrics = [LABELING_METRICS[name] for name in names]
+    found: dict[str, float] = {}
+    if names:
+        areas = _worse_areas(metrics, [values[n] for n in names], [prior] * len(names))
+        found = dict(zip(names, areas.tolist(), strict=True))
+    return {
+        name: f1_ops(value, prior) if name == "f1" else found[name]
+        for name, value in values.items()
+    }

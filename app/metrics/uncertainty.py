@@ -61,7 +61,7 @@ samples are undefined (e.g. the metric is undefined for the data).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -266,13 +266,45 @@ def _equal_tailed(samples: list[Array], level: float) -> list[Interval]:
     ]
     whole = [i for i, full in enumerate(defined) if full]
     if whole:
-        tails = np.quantile(
-            np.stack([samples[i] for i in whole]),
-            [(1.0 - level) / 2.0, (1.0 + level) / 2.0],
-            axis=1,
+        tails = row_quantiles(
+            np.stack([samples[i] for i in whole]), [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
         )
         for i, low, high in zip(whole, tails[0].tolist(), tails[1].tolist(), strict=True):
             out[i] = low, high
+    return out
+
+
+def row_quantiles(rows: Array, probs: Sequence[float]) -> Array:
+    """``np.quantile(rows, probs, axis=1)`` (method "linear") bit for bit, for finite rows.
+
+    Each row is sorted once and the two neighbours of every virtual index
+    ``(n - 1) q`` are interpolated with numpy's own formula. numpy partitions
+    along the first axis of a transposed copy with six split points, which
+    for a few metrics of 4,000 draws costs about three times a sort.
+
+    Parameters
+    ----------
+    rows : ndarray of float64, shape (M, S)
+        Finite values.
+    probs : sequence of float in [0, 1]
+
+    Returns
+    -------
+    ndarray of float64, shape (len(probs), M)
+    """
+    ordered = np.sort(rows, axis=1)
+    n = ordered.shape[1]
+    virtual = (n - 1) * np.asarray(probs, dtype=np.float64)
+    previous = np.floor(virtual)
+    following = previous + 1.0
+    last = virtual >= n - 1
+    previous[last] = following[last] = -1.0
+    gamma = (virtual - previous)[:, None]
+    a = ordered[:, previous.astype(np.intp)].T
+    b = ordered[:, following.astype(np.intp)].T
+    diff = b - a
+    out: Array = a + diff * gamma
+    np.subtract(b, diff * (1.0 - gamma), out=out, where=gamma >= 0.5)
     return out
 
 

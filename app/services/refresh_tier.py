@@ -1,13 +1,18 @@
 """Tiered refresh: when a window's refresh computes the detail tier too.
 
-Every refresh computes the summary (counts, metrics, the labeling metrics'
-credible intervals at pi0, drift verdict, label-free estimate); the detail
-(curves, the ``ops_*`` and curve-area intervals: about three quarters of the
-cost) is computed by a **full** refresh only when it is due, and carried
-over from the last full refresh otherwise (:mod:`app.services.window_document`).
+Every refresh computes the summary (counts, metrics, drift verdict,
+label-free estimate); the detail (curves and every interval: the labeling
+metrics' credible intervals, the ``ops_*`` and curve-area intervals; most
+of the cost) is computed by a **full** refresh only when it is
+due, and carried over from the last full refresh otherwise
+(:mod:`app.services.window_document`).
 
 The detail is due when
 
+* the worker is not behind: its claim took fewer windows than its group
+  size, so fewer than twice the group size were waiting. Tiers only matter
+  under a backlog; with a short queue every refresh is full, and a user
+  who posts a batch reads curves and intervals of it at once;
 * the window has closed (its end has passed): its first refresh after the
   end is full, so a closed window's final data gets exactly one full refresh;
 * its due time ``window_aggregate.detail_due_at`` has passed. A summary
@@ -18,8 +23,9 @@ The detail is due when
   becomes claimable at its due time without a new batch;
 * ``detail_interval_seconds`` is 0 (every refresh is full, as before tiers).
 
-A fleet's windows all open at the same boundary: their first refreshes are
-summaries and their details fall due spread over the interval after them.
+A fleet's windows all open at the same boundary: under that backlog their
+first refreshes are summaries and their details fall due spread over the
+interval after them.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ def detail_due(
     window_end: datetime,
     detail_due_at: datetime | None,
     detail_interval_seconds: float,
+    backlog: bool = True,
 ) -> bool:
     """Whether the refresh claimed at ``now`` computes the detail tier (a full refresh).
 
@@ -46,8 +53,11 @@ def detail_due(
         The window's due time (None: no detail is due before the window ends).
     detail_interval_seconds : float
         The worker setting; 0 makes every refresh full.
+    backlog : bool
+        The claim took a whole group (more windows were waiting); False makes
+        the refresh full.
     """
-    if detail_interval_seconds <= 0 or now >= window_end:
+    if not backlog or detail_interval_seconds <= 0 or now >= window_end:
         return True
     return detail_due_at is not None and detail_due_at <= now
 

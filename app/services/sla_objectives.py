@@ -53,17 +53,9 @@ AREAS_WITH_INTERVALS = frozenset({"auc_roc", "gini", "ops_auc_pr", "ops_auc_roc"
 ``calibrated_auc_pr`` and ``ks`` have none, docs/intervals.md)."""
 
 
-DETAIL_INTERVALS = frozenset(
-    {*OPS_WITH_INTERVALS, *AREAS_WITH_INTERVALS, "ks", "calibrated_auc_pr"}
-)
-"""Intervals of the worker's detail tier (app/services/window_compute.py): between two
-full refreshes they are carried over from the last one, whose aggregate version the
-window's detail stamp gives (docs/worker.md, "Tiered refresh"); ``ks`` and
-``calibrated_auc_pr`` are stored with null bounds and a reason."""
-
 STALE_DETAIL_REASON = (
-    "{name} has no credible interval of the current data (its interval is from an older "
-    "detail refresh): the point value decides"
+    "{name} has no credible interval of the current data (the window's intervals are from "
+    "an older refresh, or not computed yet): the point value decides"
 )
 """The reason of an objective decided by its point value because its interval is older."""
 
@@ -243,10 +235,10 @@ def evaluate_objective(
     reasons : mapping of str to str, optional
         Why a None metric is None.
     detail_current : bool
-        False when the window's detail tier (the intervals of
-        :data:`DETAIL_INTERVALS`) is older than its metrics: an objective on
-        such a metric is then decided by the point value (evidence ``point``,
-        reason :data:`STALE_DETAIL_REASON`), so no verdict mixes versions.
+        False when the window's detail tier (every interval) is older than its
+        metrics: an objective judged on an interval is then decided by the
+        point value (evidence ``point``, reason :data:`STALE_DETAIL_REASON`),
+        so no verdict mixes versions.
 
     Returns
     -------
@@ -259,7 +251,7 @@ def evaluate_objective(
     value = metrics.get(name)
     bounds = (intervals or {}).get(name) or {}
     lower, upper = bounds.get("lower"), bounds.get("upper")
-    stale = not detail_current and name in DETAIL_INTERVALS and objective.evidence == INTERVAL
+    stale = not detail_current and objective.evidence == INTERVAL
     if stale:
         objective, lower, upper = replace(objective, requested=POINT), None, None
     if value is None:

@@ -20,18 +20,18 @@ A metric that needs a class with fewer than ``min_class_count`` examples in
 the window is ``None`` with reason ``"insufficient_data"``; a metric whose
 formula is undefined is ``None`` with the registry's reason.
 
-Tiers: the summary (metrics, reasons, the labeling metrics' credible
-intervals at pi0, drift verdict, label-free estimate) is computed on every
-refresh; the detail (curves, the ``ops_*`` and curve-area intervals) only
-when the worker decides so (app/services/refresh_tier.py). A full result is
-the summary plus the detail, from one code path.
+Tiers: the summary (metrics, reasons, drift verdict, label-free estimate)
+is computed on every refresh; the detail (curves and every interval: the
+labeling metrics' credible intervals at pi0, the ``ops_*`` and curve-area
+intervals) only when the worker decides so (app/services/refresh_tier.py).
+A full result is the summary plus the detail, from one code path.
 
 Determinism: the result is a function of the sums alone. The random draws of
 the intervals use generators seeded from a hash of the sums
-(:func:`~app.services.window_sums.sums_seed`; the detail tier's with the
-seed and :data:`DETAIL_STREAM`), so the same aggregate gives bit-identical
-results in any process, whether a tier is computed alone or with the other,
-and a recomputation changes nothing.
+(:func:`~app.services.window_sums.sums_seed`: the credible intervals at pi0
+with the seed alone, the other intervals with the seed and
+:data:`DETAIL_STREAM`), so the same aggregate gives bit-identical results in
+any process, whichever tier is computed, and a recomputation changes nothing.
 """
 
 from __future__ import annotations
@@ -125,9 +125,8 @@ class WindowResult:
     and the drift verdict "none" with status "insufficient_data".
 
     The result comes in two tiers (:func:`compute_window_result`, ``detail``):
-    the summary (metrics, reasons, the labeling metrics' credible intervals at
-    pi0, drift, estimate) and the detail (curves, the ``ops_*`` and curve-area
-    intervals), about three quarters of the cost.
+    the summary (metrics, reasons, drift, estimate) and the detail (curves and
+    every interval), most of the cost.
     """
 
     metrics: dict[str, float | None]
@@ -137,9 +136,7 @@ class WindowResult:
     curves: dict[str, Any] | None = field(default=None)
     estimate: dict[str, Any] | None = field(default=None)
     detail: bool = field(default=True)
-    """False for the summary tier: ``curves`` is None and ``intervals`` holds
-    only the credible intervals of the labeling metrics at pi0 (none of
-    :data:`~app.services.sla_objectives.DETAIL_INTERVALS`)."""
+    """False for the summary tier: ``curves`` is None and ``intervals`` empty."""
 
 
 def compute_window_result(
@@ -167,15 +164,12 @@ def compute_window_result(
     in_reference_period : bool
         The window belongs to the reference period: its verdict is "reference".
     rng : numpy Generator, optional
-        Source of the interval draws of both tiers. By default each tier has
-        its own generator seeded from the sums
-        (:func:`~app.services.window_sums.sums_seed`, and the tier), which makes
-        the result deterministic and a tier's values the same whether it is
-        computed alone or with the other.
+        Source of every interval's draws. By default two generators seeded
+        from the sums (:func:`~app.services.window_sums.sums_seed`; module
+        docstring), which makes the result deterministic.
     detail : bool
         False: the summary tier alone (:attr:`WindowResult.detail`). The full
-        result is that summary plus the detail tier (curves, ``ops_*`` and
-        curve-area intervals).
+        result is that summary plus the detail tier (curves and intervals).
 
     Returns
     -------
@@ -192,29 +186,28 @@ def compute_window_result(
         }
         estimate = estimate_document(model, window.unlabelled, ref_hists, None)
         return WindowResult({}, {}, {}, no_labels, None, estimate, detail)
-    summary_rng, detail_rng = _generators(window, rng)
     curve = _curve(model, window)
     metrics = _metrics(model, window, curve)
     reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
-    intervals = _labeling_intervals(model, window, metrics, summary_rng)
     drift = _drift(model, window, reference, in_reference_period)
     estimate = estimate_document(model, window.unlabelled, ref_hists, metrics)
-    summary = WindowResult(metrics, reasons, intervals, drift, None, estimate, detail=False)
+    summary = WindowResult(metrics, reasons, {}, drift, None, estimate, detail=False)
     if not detail:
         return summary
-    curves, detail_intervals = _detail(model, window, curve, metrics, detail_rng)
-    return replace(summary, intervals={**intervals, **detail_intervals}, curves=curves, detail=True)
+    curves, intervals = _detail(model, window, curve, metrics, rng)
+    return replace(summary, intervals=intervals, curves=curves, detail=True)
 
 
 DETAIL_STREAM = 1
-"""Appended to the sums' seed for the detail tier's generator (the summary's has the seed
-alone, as before tiers existed)."""
+"""Appended to the sums' seed for the generator of the ``ops_*`` and curve-area intervals
+(the credible intervals at pi0 draw from the seed alone, as before tiers existed)."""
 
 
 def _generators(
     window: WindowSums, rng: np.random.Generator | None
 ) -> tuple[np.random.Generator, np.random.Generator]:
-    """The generators of the summary and the detail tier (``rng`` for both, if given)."""
+    """The generators of the credible intervals at pi0 and of the other intervals
+    (``rng`` for both, if given)."""
     if rng is not None:
         return rng, rng
     seed = sums_seed(window)
@@ -226,12 +219,15 @@ def _detail(
     window: WindowSums,
     curve: CurveCounts | None,
     metrics: Mapping[str, float | None],
-    rng: np.random.Generator,
+    rng: np.random.Generator | None,
 ) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
-    """The detail tier: curves, and the ``ops_*`` and curve-area intervals."""
+    """The detail tier: curves and intervals (the labeling metrics' at pi0, the
+    ``ops_*`` and the curve areas')."""
+    labeling_rng, other_rng = _generators(window, rng)
     curves = None if curve is None else _curves(model, curve)
-    intervals = _ops_intervals(window, metrics, rng)
-    intervals.update(_area_intervals(model, window, metrics, rng))
+    intervals = _labeling_intervals(model, window, metrics, labeling_rng)
+    intervals.update(_ops_intervals(window, metrics, other_rng))
+    intervals.update(_area_intervals(model, window, metrics, other_rng))
     return curves, intervals
 
 
@@ -325,7 +321,7 @@ def _labeling_intervals(
     metrics: Mapping[str, float | None],
     rng: np.random.Generator,
 ) -> dict[str, dict[str, Any]]:
-    """Credible intervals of the labeling metrics at the primary threshold (summary tier).
+    """Credible intervals of the labeling metrics at the primary threshold (detail tier).
 
     Brodersen et al., Jeffreys rule with the boundary modification: the
     prior-free ones (recall, specificity, balanced_accuracy, ...; specificity
@@ -464,10 +460,11 @@ def _drift(
             "status": DriftStatus.INSUFFICIENT_DATA,
             "detail": "the reference period holds no data yet",
         }
-    if window.has_full_histograms and reference.has_full_histograms:
-        edges = model.bin_edges
-        ref_h = WindowHistograms(reference.hist_positives, reference.hist_negatives, edges)
-        win_h = WindowHistograms(window.hist_positives, window.hist_negatives, edges)
+    ref_counts, win_counts = _histograms(reference), _histograms(window)
+    full = window.has_full_histograms and reference.has_full_histograms
+    if full and ref_counts is not None and win_counts is not None:
+        ref_h = WindowHistograms.of_counts(*ref_counts, model.bin_edges)
+        win_h = WindowHistograms.of_counts(*win_counts, model.bin_edges)
         return drift_verdict(
             ref_h, win_h, threshold=model.primary_threshold, settings=settings
         ).to_dict()

@@ -4,9 +4,8 @@ A full result (both tiers, :attr:`WindowResult.detail`) is stored as it is,
 its detail stamped with the version and time of the result. A summary
 result keeps the stored detail: the columns :data:`KEPT_BY_SUMMARY` (the
 curves and the detail's stamp) are left as they are in the database, and
-the intervals of :data:`~app.services.sla_objectives.DETAIL_INTERVALS` are
-carried over from the stored document, except those of metrics that are now
-None.
+the intervals (all of the detail tier) are carried over from the stored
+document, except those of metrics that are now None.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from app.services.sla_objectives import DETAIL_INTERVALS
 from app.services.window_compute import WindowResult
 
 KEPT_BY_SUMMARY = ("curves", "detail_version", "detail_computed_at")
@@ -59,10 +57,9 @@ def window_document(
             curves=result.curves, detail_version=version, detail_computed_at=computed_at
         )
         return document
-    carried = {
+    document["intervals"] = {
         name: bounds
         for name, bounds in (stored_intervals or {}).items()
-        if name in DETAIL_INTERVALS and result.metrics.get(name) is not None
+        if result.metrics.get(name) is not None
     }
-    document["intervals"] = {**result.intervals, **carried}
     return document

@@ -132,9 +132,9 @@ class WindowView:
         The label-free estimate from the unlabelled rows (docs/estimation.md);
         None without unlabelled rows or without a drift reference.
     detail_version, detail_computed_at : int or None, datetime or None
-        The stamp of the detail tier (curves, the ``ops_*`` and curve-area
-        intervals): the aggregate version it was computed from and when. Older
-        than ``aggregate_version`` after a summary refresh; None while a window
+        The stamp of the detail tier (curves and intervals): the aggregate
+        version it was computed from and when. Older than
+        ``aggregate_version`` after a summary refresh; None while a window
         has no detail yet. A merged window's detail is computed with it
         (``detail_computed_at`` = ``computed_at``, no version).
     """

@@ -24,6 +24,7 @@ from app.db.queue import database_now
 from app.db.retention import delete_batches_received_before
 from app.db.session import write_transaction
 from app.services.window_refresh import (
+    REFERENCE_CACHE_MB,
     ClaimedWindow,
     Outcome,
     ReferenceCache,
@@ -57,6 +58,8 @@ class DatabaseJobs:
     detail_interval_seconds : float
         Longest lag of an open window's detail tier behind its data (0: every
         refresh is full; app/services/refresh_tier.py).
+    reference_cache_mb : float
+        Bound of the cache of summed drift references (MiB).
     """
 
     def __init__(
@@ -69,6 +72,7 @@ class DatabaseJobs:
         settle_seconds: float = 0.0,
         claim_group_size: int = 1,
         detail_interval_seconds: float = 0.0,
+        reference_cache_mb: float = REFERENCE_CACHE_MB,
     ) -> None:
         self.session_factory = session_factory
         self.lease_seconds = lease_seconds
@@ -77,7 +81,7 @@ class DatabaseJobs:
         self.settle_seconds = settle_seconds
         self.claim_group_size = claim_group_size
         self.detail_interval_seconds = detail_interval_seconds
-        self.cache = ReferenceCache()
+        self.cache = ReferenceCache(reference_cache_mb * 2**20)
         self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
         self._next_housekeeping = time.monotonic()
         self.batches_deleted = 0

@@ -44,6 +44,7 @@ def build_loop(
         settle_seconds=worker_settings.settle_seconds,
         claim_group_size=worker_settings.claim_group_size,
         detail_interval_seconds=worker_settings.detail_interval_seconds,
+        reference_cache_mb=worker_settings.reference_cache_mb,
     )
     return WorkerLoop(
         jobs,

@@ -61,6 +61,12 @@ class WorkerSettings(BaseSettings):
         "intervals) behind its data while the window is open: other refreshes compute "
         "the summary only; a closed window gets one full refresh; 0: every refresh is full",
     )
+    reference_cache_mb: float = Field(
+        default=256.0,
+        ge=0,
+        description="most memory (MiB) the worker's cache of summed drift references "
+        "holds, least recently used dropped first; 0: every reference is read again",
+    )
     batch_retention_hours: float = Field(
         default=168.0,
         ge=24,

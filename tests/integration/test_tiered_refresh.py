@@ -23,7 +23,6 @@ from app.db import queue
 from app.db.models import ALL_SEGMENTS, WindowAggregate
 from app.db.session import write_transaction
 from app.services.model_config import ModelConfig
-from app.services.sla_objectives import DETAIL_INTERVALS
 from app.services.window_compute import compute_window_result
 from app.services.window_read import get_window
 from app.services.window_refresh import (
@@ -40,7 +39,11 @@ OPEN = "1w"
 
 
 def refresh(factory: sessionmaker[Session], interval: float = INTERVAL) -> ClaimedWindow | None:
-    """Claim the next window and refresh it as the worker does; None when none is claimable."""
+    """Claim the next window and refresh it as the worker does; None when none is claimable.
+
+    Groups of one: a claim always takes a whole group, so the tiers apply as under a
+    backlog (app/services/refresh_tier.py).
+    """
     with factory() as session:
         group = claim_windows(session, lease_seconds=30.0)
         if not group:
@@ -60,10 +63,6 @@ def set_due(
         )
 
 
-def detail_keys(intervals: dict[str, object]) -> set[str]:
-    return set(intervals) & DETAIL_INTERVALS
-
-
 def test_an_open_window_gets_a_summary_then_its_detail_when_due(
     factory: sessionmaker[Session], settings: Settings
 ) -> None:
@@ -77,7 +76,7 @@ def test_an_open_window_gets_a_summary_then_its_detail_when_due(
     assert first is not None and first.claim.window_start == start
     stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
     assert stored.metrics["auc_roc"] is not None and stored.curves is None
-    assert stored.intervals and not detail_keys(stored.intervals)  # the summary's only
+    assert stored.intervals == {}  # every interval is in the detail tier
     assert (stored.detail_version, stored.detail_computed_at) == (None, None)
     (row,) = aggregate_rows(factory, model.id)
     assert row.detail_due_at == min(first.claim.claimed_at + timedelta(seconds=INTERVAL), end)
@@ -118,9 +117,8 @@ def test_a_summary_keeps_the_previous_detail_with_its_stamp(
     assert after.metrics != before.metrics
     assert after.curves == before.curves
     assert (after.detail_version, after.detail_computed_at) == (1, before.detail_computed_at)
-    assert after.intervals == {
-        **summary.intervals,
-        **{k: before.intervals[k] for k in detail_keys(before.intervals)},
+    assert before.intervals and after.intervals == {
+        k: v for k, v in before.intervals.items() if summary.metrics.get(k) is not None
     }
 
     with factory() as session:
@@ -221,3 +219,30 @@ def test_a_settings_change_makes_the_detail_due_now(
     assert claimed is not None
     stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
     assert stored.curves is not None and stored.detail_version == stored.aggregate_version
+
+
+def test_a_short_queue_refreshes_in_full_and_a_backlog_in_summaries(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """A claim that takes fewer windows than its group size (fewer than twice the group
+    size were waiting) computes in full; a claim of a whole group computes summaries."""
+    rng = np.random.default_rng(47)
+    models = [register_model(factory, f"m{i}", window=OPEN) for i in range(5)]
+    for model in models:
+        post_batch(factory, model, settings, at=utcnow(), rng=rng)
+    with factory() as session:  # 5 waiting, groups of 2: a whole group, a backlog
+        backlog = claim_windows(session, lease_seconds=30.0, group_size=2)
+        assert len(backlog) == 2 and all(c.backlog for c in backlog)
+        refresh_group(session, backlog, ReferenceCache(), detail_interval_seconds=INTERVAL)
+    with factory() as session:  # 3 waiting, groups of 4: a short queue
+        short = claim_windows(session, lease_seconds=30.0, group_size=4)
+        assert len(short) == 1 and not short[0].backlog
+        refresh_group(session, short, ReferenceCache(), detail_interval_seconds=INTERVAL)
+    for claimed, full in [(backlog[0], False), (backlog[1], False), (short[0], True)]:
+        model_id, start = claimed.claim.model_id, claimed.claim.window_start
+        stored = metrics_rows(factory, model_id)[(ALL_SEGMENTS, start)]
+        expected = compute_window_result(claimed.model, claimed.sums, None, detail=full)
+        assert (stored.curves is not None, stored.intervals) == (full, expected.intervals)
+        assert (stored.detail_version is not None) is full
+        (row,) = aggregate_rows(factory, model_id)
+        assert (row.detail_due_at is None) is full  # a summary sets the due time

@@ -107,3 +107,38 @@ def test_binormal_scores_are_calibrated_and_tempering_spreads_them() -> None:
     assert abs(logit[~y].std() - 1.5) < 0.01
     hot, _ = binormal_scores(np.random.default_rng(11), 400_000, 0.1, 1.5, temper=2.0)
     np.testing.assert_allclose(np.log(hot / (1.0 - hot)), 2.0 * logit, rtol=1e-9, atol=1e-9)
+
+
+def test_histograms_of_stored_counts_equal_the_validated_ones() -> None:
+    rng = np.random.default_rng(5)
+    edges = np.linspace(0.0, 1.0, 11)
+    pos, neg = rng.integers(0, 50, 10), rng.integers(0, 500, 10)
+    fast = WindowHistograms.of_counts(pos, neg, edges)
+    checked = WindowHistograms(pos, neg, edges)
+    for name in ("positives", "negatives", "edges"):
+        a, b = getattr(fast, name), getattr(checked, name)
+        assert a.dtype == b.dtype == np.float64 and np.array_equal(a, b)
+        assert not a.flags.writeable
+    assert (fast.n_positives, fast.n_negatives) == (float(pos.sum()), float(neg.sum()))
+    with pytest.raises(InvalidInput, match="positives"):
+        WindowHistograms.of_counts(pos[:-1], neg, edges)
+
+
+def test_the_curve_from_running_totals_is_the_curve_from_the_histograms() -> None:
+    """Bit for bit, including empty bins at both ends and a window of one class."""
+    from app.metrics.curves import cumulative_counts_from_histograms
+
+    rng = np.random.default_rng(6)
+    edges = default_bin_edges((0.5,), n_bins=200)
+    bins = edges.size - 1
+    pos, neg = rng.integers(0, 3000, bins), rng.integers(0, 90000, bins)
+    pos[:7], neg[:7], pos[-5:], neg[-5:] = 0, 0, 0, 0
+    for p, n in [(pos, neg), (pos, np.zeros_like(neg)), (np.zeros_like(pos), neg)]:
+        h = WindowHistograms(p, n, edges)
+        expected = cumulative_counts_from_histograms(p, n, edges)
+        got = h.curve()
+        for name in ("thresholds", "tps", "fps"):
+            assert np.array_equal(getattr(got, name), getattr(expected, name))
+        cum_p, cum_n = h.running_totals()
+        assert np.array_equal(cum_p, np.cumsum(p)) and not cum_p.flags.writeable
+        assert h.running_totals()[1] is cum_n  # computed once

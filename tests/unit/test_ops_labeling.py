@@ -282,3 +282,27 @@ def test_the_ops_of_several_pairs_are_those_of_one_call_per_pair(name: str) -> N
             worse_area(LABELING_METRICS[name], v, p) for v, p in zip(values, priors, strict=True)
         ]
     assert labeling_ops_pairs(name, [], []) == []
+
+
+@pytest.mark.parametrize("prior", [0.003, 0.2, 0.9])
+def test_the_ops_of_several_metrics_at_one_prior_are_those_of_one_call_per_metric(
+    prior: float,
+) -> None:
+    """The batched areas (one grid, one bisection) are bit for bit the areas one by one."""
+    from app.metrics.ops import labeling_outperformance_scores
+    from app.metrics.ops_labeling import labeling_ops_at
+
+    rng = np.random.default_rng(12)
+    names = ["f1", "mcc", "precision", "accuracy", "error_rate", "recall_gain", "recall"]
+    values = {}
+    for name in names:
+        low, high = LABELING_METRICS[name].lower, LABELING_METRICS[name].upper
+        values[name] = float(rng.uniform(max(low, -1.0), min(high, 1.0)))
+    batched = labeling_ops_at(values, prior)
+    assert list(batched) == names
+    assert batched == {name: labeling_ops(name, v, prior) for name, v in values.items()}
+    checked = labeling_outperformance_scores(values, prior)
+    assert checked == {name: outperformance_score(name, v, prior) for name, v in values.items()}
+    assert labeling_ops_at({}, prior) == {}
+    with pytest.raises(InvalidInput):
+        labeling_outperformance_scores({"auc_pr": 0.5}, prior)

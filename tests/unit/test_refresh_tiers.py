@@ -16,7 +16,6 @@ from app.services.model_config import ModelConfig
 from app.services.refresh_tier import detail_due, next_detail_due
 from app.services.sla import window_results
 from app.services.sla_objectives import (
-    DETAIL_INTERVALS,
     STALE_DETAIL_REASON,
     Objective,
     evaluate_objective,
@@ -55,6 +54,18 @@ def test_detail_is_due_when_closed_overdue_or_always(
     )
 
 
+def test_without_a_backlog_every_refresh_is_full() -> None:
+    for due_at in (None, T0 + 2 * MINUTE):
+        short = detail_due(
+            now=T0 + MINUTE,
+            window_end=END,
+            detail_due_at=due_at,
+            detail_interval_seconds=300.0,
+            backlog=False,
+        )
+        assert short is True
+
+
 def test_a_summary_sets_the_earliest_due_time() -> None:
     def due(now: datetime, due_at: datetime | None) -> datetime:
         return next_detail_due(
@@ -90,11 +101,10 @@ def test_full_result_is_the_summary_plus_the_detail(
         full.drift,
         full.estimate,
     )
-    assert summary.intervals and not set(summary.intervals) & DETAIL_INTERVALS
-    assert {k: full.intervals[k] for k in summary.intervals} == summary.intervals
-    detail_keys = set(full.intervals) - set(summary.intervals)
-    assert detail_keys <= DETAIL_INTERVALS
-    assert {"auc_roc", "gini", "ops_f1", "ops_auc_pr", "ks"} <= detail_keys
+    assert summary.intervals == {}  # every interval is in the detail tier
+    assert {"calibrated_f1", "recall", "auc_roc", "gini", "ops_f1", "ops_auc_pr", "ks"} <= set(
+        full.intervals
+    )
 
 
 def test_a_given_generator_draws_both_tiers(
@@ -131,32 +141,32 @@ def test_a_window_of_unlabelled_rows_only_keeps_the_tier_asked_for() -> None:
 SUMMARY = WindowResult(
     metrics={"recall": 0.7, "auc_roc": None, "ops_f1": 0.4, "gini": 0.5},
     reasons={"auc_roc": "insufficient_data"},
-    intervals={"recall": {"lower": 0.6, "upper": 0.8, "level": 0.95}},
+    intervals={},
     drift={"verdict": "none"},
     detail=False,
 )
 STORED = {
-    "recall": {"lower": 0.1, "upper": 0.2, "level": 0.95},  # the old summary interval
+    "recall": {"lower": 0.1, "upper": 0.2, "level": 0.95},
     "auc_roc": {"lower": 0.7, "upper": 0.9, "level": 0.95},
     "ops_f1": {"lower": 0.3, "upper": 0.5, "level": 0.95},
     "gini": {"lower": 0.4, "upper": 0.6, "level": 0.95},
 }
 
 
-def test_a_summary_carries_the_stored_detail_intervals_and_keeps_the_rest() -> None:
+def test_a_summary_carries_the_stored_intervals_of_metrics_still_defined() -> None:
     doc = window_document(SUMMARY, STORED, version=5, computed_at=T0 + MINUTE)
     assert doc["metrics"] == SUMMARY.metrics
     assert doc["intervals"] == {
-        "recall": {"lower": 0.6, "upper": 0.8, "level": 0.95},  # the new summary's
+        "recall": STORED["recall"],
         "ops_f1": STORED["ops_f1"],
         "gini": STORED["gini"],
     }  # auc_roc is None now: its carried interval is dropped
     assert not set(doc) & set(KEPT_BY_SUMMARY)  # curves and stamp stay as stored
 
 
-def test_a_summary_with_nothing_stored_has_only_its_intervals() -> None:
+def test_a_summary_with_nothing_stored_has_no_intervals() -> None:
     doc = window_document(SUMMARY, None, version=1, computed_at=T0)
-    assert doc["intervals"] == SUMMARY.intervals
+    assert doc["intervals"] == {}
 
 
 def test_a_full_result_is_stored_as_it_is_with_its_own_stamp() -> None:
@@ -192,12 +202,12 @@ def test_an_objective_on_an_older_detail_interval_is_decided_by_the_point_value(
     assert missing.status == "insufficient_data"
 
 
-def test_summary_intervals_and_point_objectives_are_not_affected() -> None:
+def test_credible_intervals_follow_the_stamp_and_point_objectives_are_not_affected() -> None:
     recall = {"recall": {"lower": 0.55, "upper": 0.9, "level": 0.95}}
-    result = evaluate_objective(
-        Objective("recall", ">=", 0.6), {"recall": 0.8}, recall, detail_current=False
-    )
-    assert (result.status, result.lower) == ("inconclusive", 0.55)
+    objective = Objective("recall", ">=", 0.6)
+    assert evaluate_objective(objective, {"recall": 0.8}, recall).status == "inconclusive"
+    older = evaluate_objective(objective, {"recall": 0.8}, recall, detail_current=False)
+    assert (older.status, older.lower, older.upper) == ("met", None, None)
     point = Objective("auc_roc", ">=", 0.6, "point")
     assert evaluate_objective(point, {"auc_roc": 0.8}, AUC, detail_current=False).reason is None
 

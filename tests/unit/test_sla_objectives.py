@@ -184,6 +184,9 @@ def _view(
             k: {"lower": low, "upper": high, "level": 0.95}
             for k, (low, high) in (intervals or {}).items()
         },
+        aggregate_version=1,
+        detail_version=1,  # the intervals are of the current data
+        detail_computed_at=start,
     )
 
 

@@ -33,6 +33,7 @@ from app.metrics.uncertainty import (
     credible_intervals,
     ops_interval,
     rate_interval,
+    row_quantiles,
     sample_rate_posterior,
 )
 
@@ -440,3 +441,17 @@ def test_a_few_undefined_draws_are_left_out_of_the_interval() -> None:
     assert posterior.intervals(["precision", "recall"])["precision"] == expected
     prior[:100] = np.nan  # 10%: too many
     assert all(math.isnan(x) for x in posterior.interval("precision"))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_row_quantiles_equal_numpys_linear_quantiles_bit_for_bit(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    m, n = int(rng.integers(1, 16)), int(rng.integers(1, 4_001))
+    rows = rng.beta(rng.uniform(0.2, 40.0), rng.uniform(0.2, 40.0), size=(m, n))
+    if seed % 4 == 0:
+        rows = np.round(rows, 2)  # ties
+    probs = [0.0, 0.025, 0.5, 0.975, 1.0, *rng.uniform(0.0, 1.0, size=3).tolist()]
+    got = row_quantiles(rows, probs)
+    assert got.shape == (len(probs), m)
+    assert np.array_equal(got, np.quantile(rows, probs, axis=1))
+    assert np.array_equal(got[0], rows.min(axis=1)) and np.array_equal(got[4], rows.max(axis=1))

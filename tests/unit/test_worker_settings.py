@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from pydantic import ValidationError
 
@@ -29,8 +31,23 @@ def test_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
         {"lease_seconds": 0},
         {"poll_interval_seconds": -1},
         {"backoff_initial_seconds": 2.0, "backoff_max_seconds": 1.0},
+        {"reference_cache_mb": -1},
     ],
 )
 def test_invalid_values_are_refused(values: dict[str, float]) -> None:
     with pytest.raises(ValidationError):
         WorkerSettings(_env_file=None, **values)  # type: ignore[call-arg]
+
+
+def test_the_reference_cache_is_bounded_by_its_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy.orm import sessionmaker
+
+    from app.worker.jobs import DatabaseJobs
+    from app.worker.runner import build_loop
+
+    assert WorkerSettings(_env_file=None).reference_cache_mb == 256  # type: ignore[call-arg]
+    monkeypatch.setenv("PRIORWATCH_WORKER_REFERENCE_CACHE_MB", "1.5")
+    settings = WorkerSettings(_env_file=None)  # type: ignore[call-arg]
+    loop = build_loop(sessionmaker(), settings, threading.Event())
+    assert isinstance(loop.jobs, DatabaseJobs)
+    assert loop.jobs.cache.max_bytes == 1.5 * 2**20

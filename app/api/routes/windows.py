@@ -115,7 +115,7 @@ class WindowOut(BaseModel):
     detail: dict[str, Any] | None = Field(
         default=None,
         description='{"aggregate_version", "computed_at", "current"}: when the curves and the '
-        "ops_* and curve-area intervals were computed, and from which aggregate version; "
+        "intervals were computed, and from which aggregate version; "
         "older than the metrics between two full refreshes (current false); null while the "
         'window has no detail yet (docs/worker.md, "Tiered refresh")',
     )

@@ -1,0 +1,160 @@
+"""The worker's cache of summed drift references (SQLite and PostgreSQL): the same sums
+as the rows read one by one, a new entry when a reference window changes, the versions
+of a group's references read at once, and eviction by bytes."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+from _worker_support import aggregate_rows, post_batch, register_model, window_starts
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings
+from app.db.models import ALL_SEGMENTS
+from app.services.model_config import ModelConfig
+from app.services.window_refresh import (
+    ENTRY_BYTES,
+    ReferenceCache,
+    claim_windows,
+    refresh_group,
+)
+from app.services.window_sums import WindowSums
+from app.services.windowing import window_length
+
+
+def _drain(factory: sessionmaker[Session]) -> None:
+    """Fold and compute every waiting window."""
+    while True:
+        with factory() as session:
+            group = claim_windows(session, lease_seconds=60, group_size=8)
+            if not group:
+                return
+            refresh_group(session, group, ReferenceCache())
+
+
+def _fleet(
+    factory: sessionmaker[Session], settings: Settings, windows: int
+) -> tuple[ModelConfig, list[datetime]]:
+    model = register_model(factory, drift={"reference": {"trailing_windows": 1}})
+    starts = window_starts(model, windows)
+    rng = np.random.default_rng(7)
+    for start in starts:
+        post_batch(factory, model, settings, at=start, rng=rng, n=300)
+    _drain(factory)
+    return model, starts
+
+
+def _summed(
+    factory: sessionmaker[Session], model: ModelConfig, starts: list[datetime]
+) -> WindowSums:
+    """The independent sum: the ORM rows of those windows, merged."""
+    rows = [r for r in aggregate_rows(factory, model.id) if r.window_start in starts]
+    total = WindowSums.merge(WindowSums.from_row(r) for r in rows)
+    assert total is not None
+    return total
+
+
+def _assert_same(a: WindowSums | None, b: WindowSums) -> None:
+    assert a is not None
+    assert (a.n, a.positives, a.confusion, a.sums) == (b.n, b.positives, b.confusion, b.sums)
+    for x, y in [
+        (a.hist_positives, b.hist_positives),
+        (a.hist_negatives, b.hist_negatives),
+        (a.unlabelled, b.unlabelled),
+    ]:
+        assert (x is None) == (y is None)
+        if x is not None and y is not None:
+            assert x.dtype == np.int64 and np.array_equal(x, y)
+
+
+def _get(
+    cache: ReferenceCache, factory: sessionmaker[Session], model: ModelConfig, start: datetime
+) -> WindowSums | None:
+    """The reference of the window after ``start`` (trailing 1: the window at ``start``)."""
+    with factory() as session:
+        return cache.get(session, model, ALL_SEGMENTS, start, _next(model, start))
+
+
+def _next(model: ModelConfig, start: datetime) -> datetime:
+    return start + window_length(model.window)
+
+
+def test_a_cached_reference_equals_the_rows_summed_and_follows_their_versions(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model, starts = _fleet(factory, settings, 3)
+    cache = ReferenceCache()
+    first = _get(cache, factory, model, starts[0])
+    _assert_same(first, _summed(factory, model, starts[:1]))
+    assert len(cache) == 1
+    _assert_same(_get(cache, factory, model, starts[0]), _summed(factory, model, starts[:1]))
+    assert len(cache) == 1  # same versions: the entry is reused
+    # a new batch in the reference window moves its version: a new entry, the new sum
+    post_batch(factory, model, settings, at=starts[0], rng=np.random.default_rng(8), n=50)
+    _drain(factory)
+    again = _get(cache, factory, model, starts[0])
+    _assert_same(again, _summed(factory, model, starts[:1]))
+    assert again is not None and first is not None and again.n == first.n + 50
+    assert len(cache) == 2
+
+
+def test_the_versions_of_a_group_are_read_at_once_and_forgotten_after_the_group(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model, starts = _fleet(factory, settings, 3)
+    cache = ReferenceCache()
+    periods = [(model.id, ALL_SEGMENTS, start, _next(model, start)) for start in starts[:2]]
+    with factory() as session, cache.versions_read(session, [*periods, None]):
+        for start in starts[:2]:
+            got = cache.get(session, model, ALL_SEGMENTS, start, _next(model, start))
+            _assert_same(got, _summed(factory, model, [start]))
+        assert len(cache) == 2
+    assert cache._versions == {}
+
+
+def test_the_cache_drops_the_least_recently_used_entries_beyond_its_bytes(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model, starts = _fleet(factory, settings, 4)
+    sizes = []
+    for start in starts[:3]:
+        one = ReferenceCache()
+        _get(one, factory, model, start)
+        sizes.append(one.nbytes)
+    # each histogram stored as its non-empty bins: 4-byte indices and 4-byte counts
+    total = _summed(factory, model, starts[:1])
+    hists = [total.hist_positives, total.hist_negatives, total.unlabelled]
+    arrays = sum(8 * np.count_nonzero(h) for h in hists if h is not None)
+    assert sizes[0] == 2 * ENTRY_BYTES + arrays  # a reference of one window
+    cache = ReferenceCache(max_bytes=sizes[0] + sizes[1])
+    _get(cache, factory, model, starts[0])
+    _get(cache, factory, model, starts[1])
+    assert (len(cache), cache.nbytes) == (2, sizes[0] + sizes[1])
+    _get(cache, factory, model, starts[0])  # now the most recently used
+    _get(cache, factory, model, starts[2])  # evicts starts[1]'s
+    assert cache.nbytes <= cache.max_bytes
+    kept = {key[3][0][0] for key in cache._entries}
+    assert starts[1] not in kept and starts[2] in kept
+    assert starts[0] in kept or sizes[0] + sizes[2] > cache.max_bytes
+
+
+def test_a_cache_of_no_bytes_keeps_nothing_and_still_answers(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model, starts = _fleet(factory, settings, 2)
+    cache = ReferenceCache(max_bytes=0)
+    _assert_same(_get(cache, factory, model, starts[0]), _summed(factory, model, starts[:1]))
+    assert (len(cache), cache.nbytes) == (0, 0)
+
+
+def test_the_empty_periods_of_a_segment_share_one_entry_of_fixed_size(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """The key is the windows' versions, not the period: no window, one entry (None)."""
+    model, starts = _fleet(factory, settings, 1)
+    before = starts[0] - 10 * window_length(model.window)
+    cache = ReferenceCache()
+    for k in range(4):
+        assert _get(cache, factory, model, before + k * window_length(model.window)) is None
+    assert (len(cache), cache.nbytes) == (1, ENTRY_BYTES)
