@@ -288,8 +288,8 @@ def _candidates() -> Select[Any]:
     join of the two tables is planned as a hash join over every settled delta and
     every aggregate row (the planner expects a handful of matches, so the limit
     looks out of reach), while the subquery keeps the read on the ``received_at``
-    index, stopped after :data:`CLAIM_SCAN_ROWS` matches (0.4 instead of 12 ms of
-    PostgreSQL with 2,000 waiting deltas)."""
+    index, stopped after :data:`CLAIM_SCAN_ROWS` matches (about 0.4 instead of
+    12 ms of execution with 2,000 waiting deltas)."""
     free = _lease_free()
     window_free = select(free).where(_same_window(BD)).correlate(BD).scalar_subquery()
     deltas = (
