@@ -38,8 +38,8 @@ from app.services.count_limits import CountOverflow
 from app.services.deltas import Delta, exact_of, fold
 from app.services.drift_reference import reference_period
 from app.services.model_config import ModelConfig
+from app.services.reference_cache import ReferenceCache
 from app.services.window_compute import compute_window_result
-from app.services.window_refresh import ReferenceCache
 from app.services.window_sums import WindowSums
 from app.services.windowing import (
     WindowRange,

@@ -9,7 +9,8 @@ while computing. The SQL is in :mod:`app.db.queue`; the computation in
   models in the claim transaction; each window's sums plus exactly its
   deltas (:func:`app.services.deltas.fold`) are what it is computed on.
 * :func:`compute_or_error` loads a window's drift reference (the sum of the
-  reference windows of the same segment, cached by their versions) and
+  reference windows of the same segment, cached by their versions,
+  :mod:`app.services.reference_cache`) and
   computes (:func:`compute_claimed`): the full result when the window's
   detail is due, else the summary (:mod:`app.services.refresh_tier`); a
   failing computation becomes an error to store.
@@ -29,29 +30,26 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-from sqlalchemy import ColumnElement, Row, and_, or_, select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from app.db import queue
-from app.db.models import Model, WindowAggregate
+from app.db.models import Model
 from app.db.queue import Claim
 from app.db.session import write_transaction
 from app.services.deltas import Delta, Folded, aggregate_columns, exact_of, fold
 from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
+from app.services.reference_cache import Period, ReferenceCache
 from app.services.refresh_tier import detail_due, next_detail_due
 from app.services.window_compute import WindowResult, compute_window_result
 from app.services.window_document import KEPT_BY_SUMMARY, window_document
-from app.services.window_sums import AggregateRow, WindowSums
+from app.services.window_sums import WindowSums
 from app.services.windowing import window_length
 from app.statuses import StoredStatus
 
@@ -148,164 +146,6 @@ def _claimed_window(
     )
     batch_ids = tuple(d.batch_id for d in deltas)
     return ClaimedWindow(claim, model, folded, batch_ids, row.detail_due_at, backlog)
-
-
-REFERENCE_CACHE_MB = 256.0
-"""Default bound of a :class:`ReferenceCache` (the worker setting ``reference_cache_mb``)."""
-
-Period = tuple[int, str, datetime, datetime]
-"""(model id, segment, start, end) of a drift reference period."""
-
-
-class ReferenceCache:
-    """Summed reference periods, keyed by the (start, version) of every window in them.
-
-    A reference changes only when one of its windows gets a batch (its version
-    moves), so the key identifies the sum exactly. Most windows of a model
-    with a fixed reference period share one sum; in a fleet whose reference
-    is the previous window, each window has its own, reused at every refresh
-    of the window until the previous one changes. Entries are stored compactly
-    (each histogram as its non-empty bins) and the least recently used are
-    dropped once they hold more than ``max_bytes``.
-
-    :meth:`versions_read` reads the versions of a group's references in one
-    query; :meth:`get` uses them (else it reads its own) and loads a missing
-    sum with the columns it needs.
-    """
-
-    def __init__(self, max_bytes: float = REFERENCE_CACHE_MB * 2**20) -> None:
-        self.max_bytes = max_bytes
-        self.nbytes = 0
-        """Bytes held by the entries (:func:`entry_bytes`)."""
-        self._entries: OrderedDict[tuple[Any, ...], tuple[_Packed | None, int]] = OrderedDict()
-        self._versions: dict[Period, tuple[tuple[datetime, int], ...]] = {}
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    @contextmanager
-    def versions_read(self, session: Session, periods: Iterable[Period | None]) -> Iterator[None]:
-        """Read the window versions of several reference periods in one query; inside
-        the block, the first :meth:`get` of each period uses them instead of a query."""
-        wanted = list(dict.fromkeys(p for p in periods if p is not None))
-        found: dict[Period, list[tuple[datetime, int]]] = {p: [] for p in wanted}
-        if wanted:
-            w = WindowAggregate
-            rows = session.execute(
-                select(w.model_id, w.segment, w.window_start, w.version)
-                .where(w.version > 0, or_(*(_in_period(p) for p in wanted)))
-                .order_by(w.model_id, w.segment, w.window_start)
-            )
-            for model_id, segment, start, version in rows:
-                for p in wanted:
-                    if (p[0], p[1]) == (model_id, segment) and p[2] <= start < p[3]:
-                        found[p].append((start, int(version)))
-        self._versions = {p: tuple(v) for p, v in found.items()}
-        try:
-            yield
-        finally:
-            self._versions = {}
-
-    def get(
-        self, session: Session, model: ModelConfig, segment: str, start: datetime, end: datetime
-    ) -> WindowSums | None:
-        """The sum of the windows of (model, segment) starting in [start, end), or None."""
-        period = (model.id, segment, start, end)
-        versions = self._versions.pop(period, None)
-        if versions is None:
-            w = WindowAggregate
-            rows = session.execute(
-                select(w.window_start, w.version)
-                .where(_in_period(period), w.version > 0)
-                .order_by(w.window_start)
-            )
-            versions = tuple((s, int(v)) for s, v in rows)
-        key = (model.id, segment, model.n_bins, versions)
-        if key in self._entries:
-            self._entries.move_to_end(key)
-            packed = self._entries[key][0]
-            return None if packed is None else packed.unpack()
-        total = WindowSums.merge(
-            WindowSums.from_row(row)
-            for row in session.execute(select(*_SUMS_COLUMNS).where(_in_period(period)))
-        )
-        packed = None if total is None else _Packed.of(total)
-        size = entry_bytes(len(versions), packed)
-        self._entries[key] = (packed, size)
-        self.nbytes += size
-        while self.nbytes > self.max_bytes and self._entries:
-            self.nbytes -= self._entries.popitem(last=False)[1][1]
-        return total
-
-
-ENTRY_BYTES = 512
-"""Bytes counted for an entry besides its arrays (its objects), and per window of its key."""
-
-
-def entry_bytes(windows: int, packed: _Packed | None) -> int:
-    """The size counted for a cache entry of a reference of ``windows`` windows: its
-    arrays plus :data:`ENTRY_BYTES` per window and one more (so that entries of empty
-    references count too)."""
-    return ENTRY_BYTES * (windows + 1) + (0 if packed is None else packed.nbytes)
-
-
-_SUMS_COLUMNS = [getattr(WindowAggregate, name) for name in AggregateRow.__annotations__]
-"""The columns :meth:`WindowSums.from_row` reads."""
-
-
-def _in_period(period: Period) -> ColumnElement[bool]:
-    model_id, segment, start, end = period
-    return and_(
-        WindowAggregate.model_id == model_id,
-        WindowAggregate.segment == segment,
-        WindowAggregate.window_start >= start,
-        WindowAggregate.window_start < end,
-    )
-
-
-Sparse = tuple[npt.NDArray[np.int32], npt.NDArray[np.int64] | npt.NDArray[np.int32]]
-
-
-@dataclass(frozen=True)
-class _Packed:
-    """A WindowSums with its histograms as (indices, counts) of their non-empty bins."""
-
-    sums: WindowSums
-    """The sums with the histograms set to None."""
-    hists: tuple[Sparse | None, Sparse | None, Sparse | None]
-    """hist_positives, hist_negatives, unlabelled."""
-    n_bins: int
-    nbytes: int
-
-    @classmethod
-    def of(cls, sums: WindowSums) -> _Packed:
-        arrays = (sums.hist_positives, sums.hist_negatives, sums.unlabelled)
-        n_bins = next((a.size for a in arrays if a is not None), 0)
-        hists = (_sparse(arrays[0]), _sparse(arrays[1]), _sparse(arrays[2]))
-        nbytes = sum(i.nbytes + v.nbytes for h in hists if h is not None for i, v in [h])
-        bare = replace(sums, hist_positives=None, hist_negatives=None, unlabelled=None)
-        return cls(bare, hists, n_bins, nbytes)
-
-    def unpack(self) -> WindowSums:
-        pos, neg, unlabelled = (_dense(h, self.n_bins) for h in self.hists)
-        return replace(self.sums, hist_positives=pos, hist_negatives=neg, unlabelled=unlabelled)
-
-
-def _sparse(counts: npt.NDArray[np.int64] | None) -> Sparse | None:
-    if counts is None:
-        return None
-    index = np.flatnonzero(counts).astype(np.int32)
-    values = counts[index]
-    small = values.size == 0 or (values.min() >= 0 and values.max() <= np.iinfo(np.int32).max)
-    return index, values.astype(np.int32) if small else values
-
-
-def _dense(sparse: Sparse | None, n_bins: int) -> npt.NDArray[np.int64] | None:
-    if sparse is None:
-        return None
-    out = np.zeros(n_bins, dtype=np.int64)
-    out[sparse[0]] = sparse[1]
-    return out
 
 
 def compute_claimed(

@@ -23,11 +23,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.queue import database_now
 from app.db.retention import delete_batches_received_before
 from app.db.session import write_transaction
+from app.services.reference_cache import REFERENCE_CACHE_MB, ReferenceCache
 from app.services.window_refresh import (
-    REFERENCE_CACHE_MB,
     ClaimedWindow,
     Outcome,
-    ReferenceCache,
     claim_windows,
     persist_group,
     refresh_group,

@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.db.models import ALL_SEGMENTS
 from app.services.model_config import ModelConfig
+from app.services.reference_cache import ReferenceCache
 from app.services.window_refresh import (
     ENTRY_BYTES,
-    ReferenceCache,
     claim_windows,
     refresh_group,
 )

@@ -23,11 +23,11 @@ from app.db import queue
 from app.db.models import ALL_SEGMENTS, WindowAggregate
 from app.db.session import write_transaction
 from app.services.model_config import ModelConfig
+from app.services.reference_cache import ReferenceCache
 from app.services.window_compute import compute_window_result
 from app.services.window_read import get_window
 from app.services.window_refresh import (
     ClaimedWindow,
-    ReferenceCache,
     claim_windows,
     refresh_group,
 )

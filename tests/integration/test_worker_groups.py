@@ -27,12 +27,12 @@ from app.db.models import ALL_SEGMENTS, BatchDelta
 from app.db.session import write_transaction
 from app.services import window_refresh
 from app.services.model_config import ModelConfig
+from app.services.reference_cache import ReferenceCache
 from app.services.window_compute import WindowResult
 from app.services.window_refresh import (
     ClaimedWindow,
     Computed,
     Outcome,
-    ReferenceCache,
     claim_windows,
     persist_group,
     refresh_group,
