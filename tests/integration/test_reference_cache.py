@@ -13,12 +13,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.db.models import ALL_SEGMENTS
 from app.services.model_config import ModelConfig
-from app.services.reference_cache import ReferenceCache
-from app.services.window_refresh import (
-    ENTRY_BYTES,
-    claim_windows,
-    refresh_group,
-)
+from app.services.reference_cache import ENTRY_BYTES, ReferenceCache
+from app.services.window_refresh import claim_windows, refresh_group
 from app.services.window_sums import WindowSums
 from app.services.windowing import window_length
 
