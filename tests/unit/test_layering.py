@@ -69,6 +69,7 @@ METRICS_COMPUTATION = (
     "app.services.window_compute",
     "app.services.window_read",
     "app.services.window_refresh",
+    "app.services.reference_cache",
     "app.services.sla",
 )
 """What computes metrics; the exporter may read metric *names* (app.metrics.labeling)."""
