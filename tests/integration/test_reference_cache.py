@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import numpy as np
+import sqlalchemy as sa
 from _worker_support import aggregate_rows, post_batch, register_model, window_starts
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -95,18 +96,36 @@ def test_a_cached_reference_equals_the_rows_summed_and_follows_their_versions(
     assert len(cache) == 2
 
 
+def _counting(session: Session) -> list[str]:
+    """The SQL statements run on ``session``'s connection from now on (appended as they run)."""
+    seen: list[str] = []
+    sa.event.listen(
+        session.connection(),
+        "before_cursor_execute",
+        lambda _conn, _cursor, statement, *_: seen.append(statement),
+    )
+    return seen
+
+
 def test_the_versions_of_a_group_are_read_at_once_and_forgotten_after_the_group(
     factory: sessionmaker[Session], settings: Settings
 ) -> None:
     model, starts = _fleet(factory, settings, 3)
+    expected = [_summed(factory, model, [start]) for start in starts[:2]]
     cache = ReferenceCache()
     periods = [(model.id, ALL_SEGMENTS, start, _next(model, start)) for start in starts[:2]]
-    with factory() as session, cache.versions_read(session, [*periods, None]):
-        for start in starts[:2]:
-            got = cache.get(session, model, ALL_SEGMENTS, start, _next(model, start))
-            _assert_same(got, _summed(factory, model, [start]))
-        assert len(cache) == 2
-    assert cache._versions == {}
+    for loads in (2, 0):  # the second group finds both sums cached: no row is read again
+        with factory() as session:
+            seen = _counting(session)
+            with cache.versions_read(session, [*periods, None]):
+                got = [
+                    cache.get(session, model, ALL_SEGMENTS, start, _next(model, start))
+                    for start in starts[:2]
+                ]
+            assert len(seen) == 1 + loads  # one versions query for the group, then the loads
+        for one, want in zip(got, expected, strict=True):
+            _assert_same(one, want)
+        assert len(cache) == 2 and cache._versions == {}
 
 
 def test_the_cache_drops_the_least_recently_used_entries_beyond_its_bytes(
