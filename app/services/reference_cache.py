@@ -64,6 +64,9 @@ class ReferenceCache:
         the block, the first :meth:`get` of each period uses them instead of a query."""
         wanted = list(dict.fromkeys(p for p in periods if p is not None))
         found: dict[Period, list[tuple[datetime, int]]] = {p: [] for p in wanted}
+        series: dict[tuple[int, str], list[Period]] = {}
+        for p in wanted:
+            series.setdefault((p[0], p[1]), []).append(p)
         if wanted:
             w = WindowAggregate
             rows = session.execute(
@@ -72,8 +75,8 @@ class ReferenceCache:
                 .order_by(w.model_id, w.segment, w.window_start)
             )
             for model_id, segment, start, version in rows:
-                for p in wanted:
-                    if (p[0], p[1]) == (model_id, segment) and p[2] <= start < p[3]:
+                for p in series[(model_id, segment)]:
+                    if p[2] <= start < p[3]:
                         found[p].append((start, int(version)))
         self._versions = {p: tuple(v) for p, v in found.items()}
         try:
