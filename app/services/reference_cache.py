@@ -22,6 +22,7 @@ from sqlalchemy import ColumnElement, and_, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import WindowAggregate
+from app.db.session import BINARY_RESULTS
 from app.services.model_config import ModelConfig
 from app.services.window_sums import AggregateRow, WindowSums
 
@@ -105,7 +106,9 @@ class ReferenceCache:
             return None if packed is None else packed.unpack()
         total = WindowSums.merge(
             WindowSums.from_row(row)
-            for row in session.execute(select(*_SUMS_COLUMNS).where(_in_period(period)))
+            for row in session.execute(
+                select(*_SUMS_COLUMNS).where(_in_period(period)), execution_options=BINARY_RESULTS
+            )
         )
         packed = None if total is None else _Packed.of(total)
         size = entry_bytes(len(versions), packed)
