@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, Row, Select, and_, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import WindowAggregate
@@ -45,8 +45,10 @@ class ReferenceCache:
     dropped once they hold more than ``max_bytes``.
 
     :meth:`versions_read` reads the versions of a group's references in one
-    query; :meth:`get` uses them (else it reads its own) and loads a missing
-    sum with the columns it needs.
+    query, and the rows of the references not cached in one more; :meth:`get`
+    uses them (else it reads its own versions, and the rows of a missing sum,
+    with the columns it needs). A group of windows thus reads its references
+    in two statements, not two per window.
     """
 
     def __init__(self, max_bytes: float = REFERENCE_CACHE_MB * 2**20) -> None:
@@ -55,35 +57,31 @@ class ReferenceCache:
         """Bytes held by the entries (:func:`entry_bytes`)."""
         self._entries: OrderedDict[tuple[Any, ...], tuple[_Packed | None, int]] = OrderedDict()
         self._versions: dict[Period, tuple[tuple[datetime, int], ...]] = {}
+        self._loaded: dict[Period, list[Row[Any]]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
 
     @contextmanager
     def versions_read(self, session: Session, periods: Iterable[Period | None]) -> Iterator[None]:
-        """Read the window versions of several reference periods in one query; inside
-        the block, the first :meth:`get` of each period uses them instead of a query."""
+        """Read the window versions of several reference periods in one query, and the
+        rows of those whose sums are not cached in one more; inside the block, the first
+        :meth:`get` of each period uses them instead of its own queries."""
         wanted = list(dict.fromkeys(p for p in periods if p is not None))
         found: dict[Period, list[tuple[datetime, int]]] = {p: [] for p in wanted}
-        series: dict[tuple[int, str], list[Period]] = {}
-        for p in wanted:
-            series.setdefault((p[0], p[1]), []).append(p)
-        if wanted:
-            w = WindowAggregate
-            rows = session.execute(
-                select(w.model_id, w.segment, w.window_start, w.version)
-                .where(w.version > 0, or_(*(_in_period(p) for p in wanted)))
-                .order_by(w.model_id, w.segment, w.window_start)
-            )
-            for model_id, segment, start, version in rows:
-                for p in series[(model_id, segment)]:
-                    if p[2] <= start < p[3]:
-                        found[p].append((start, int(version)))
+        for p, row in _rows_by_period(session, wanted, _VERSIONS_SELECT):
+            found[p].append((row.window_start, int(row.version)))
         self._versions = {p: tuple(v) for p, v in found.items()}
+        missing = [p for p in wanted if _key(p, self._versions[p]) not in self._entries]
+        loaded: dict[Period, list[Row[Any]]] = {p: [] for p in missing}
+        for p, row in _rows_by_period(session, missing, _SUMS_SELECT):
+            loaded[p].append(row)
+        self._loaded = loaded
         try:
             yield
         finally:
             self._versions = {}
+            self._loaded = {}
 
     def get(
         self, session: Session, model: ModelConfig, segment: str, start: datetime, end: datetime
@@ -93,23 +91,22 @@ class ReferenceCache:
         versions = self._versions.pop(period, None)
         if versions is None:
             w = WindowAggregate
-            rows = session.execute(
+            read = session.execute(
                 select(w.window_start, w.version)
                 .where(_in_period(period), w.version > 0)
                 .order_by(w.window_start)
             )
-            versions = tuple((s, int(v)) for s, v in rows)
-        key = (model.id, segment, model.n_bins, versions)
+            versions = tuple((s, int(v)) for s, v in read)
+        key = _key(period, versions)
         if key in self._entries:
             self._entries.move_to_end(key)
             packed = self._entries[key][0]
             return None if packed is None else packed.unpack()
-        total = WindowSums.merge(
-            WindowSums.from_row(row)
-            for row in session.execute(
-                select(*_SUMS_COLUMNS).where(_in_period(period)), execution_options=BINARY_RESULTS
-            )
-        )
+        rows = self._loaded.pop(period, None)
+        if rows is None:
+            query = _SUMS_SELECT.where(_in_period(period)).order_by(WindowAggregate.window_start)
+            rows = list(session.execute(query, execution_options=BINARY_RESULTS))
+        total = WindowSums.merge(WindowSums.from_row(row) for row in rows)
         packed = None if total is None else _Packed.of(total)
         size = entry_bytes(len(versions), packed)
         self._entries[key] = (packed, size)
@@ -117,6 +114,32 @@ class ReferenceCache:
         while self.nbytes > self.max_bytes and self._entries:
             self.nbytes -= self._entries.popitem(last=False)[1][1]
         return total
+
+
+def _key(period: Period, versions: tuple[tuple[datetime, int], ...]) -> tuple[Any, ...]:
+    """A cache key: the period's model and segment with the (start, version) of its
+    windows (a model's bins are fixed at creation, so the model fixes the arrays' size)."""
+    return (period[0], period[1], versions)
+
+
+def _rows_by_period(
+    session: Session, periods: list[Period], query: Select[Any]
+) -> Iterator[tuple[Period, Row[Any]]]:
+    """``query``'s rows of the windows in ``periods`` (one statement, in key order), each
+    with every period that holds it (the periods of one segment may overlap)."""
+    if not periods:
+        return
+    series: dict[tuple[int, str], list[Period]] = {}
+    for p in periods:
+        series.setdefault((p[0], p[1]), []).append(p)
+    rows = session.execute(
+        query.where(or_(*(_in_period(p) for p in periods))).order_by(*_KEY),
+        execution_options=BINARY_RESULTS,
+    )
+    for row in rows:
+        for p in series[(row.model_id, row.segment)]:
+            if p[2] <= row.window_start < p[3]:
+                yield p, row
 
 
 ENTRY_BYTES = 512
@@ -130,8 +153,17 @@ def entry_bytes(windows: int, packed: _Packed | None) -> int:
     return ENTRY_BYTES * (windows + 1) + (0 if packed is None else packed.nbytes)
 
 
-_SUMS_COLUMNS = [getattr(WindowAggregate, name) for name in AggregateRow.__annotations__]
-"""The columns :meth:`WindowSums.from_row` reads."""
+_KEY: tuple[Any, ...] = (
+    WindowAggregate.model_id,
+    WindowAggregate.segment,
+    WindowAggregate.window_start,
+)
+_VERSIONS_SELECT = select(*_KEY, WindowAggregate.version).where(WindowAggregate.version > 0)
+"""The windows' keys and versions (of the windows that hold data)."""
+_SUMS_SELECT = select(
+    *_KEY, *(getattr(WindowAggregate, name) for name in AggregateRow.__annotations__)
+)
+"""The windows' keys and the columns :meth:`WindowSums.from_row` reads."""
 
 
 def _in_period(period: Period) -> ColumnElement[bool]:
