@@ -29,6 +29,11 @@ from app.services.window_sums import AggregateRow, WindowSums
 REFERENCE_CACHE_MB = 256.0
 """Default bound of a :class:`ReferenceCache` (the worker setting ``reference_cache_mb``)."""
 
+READ_AHEAD_WINDOWS = 64
+"""Most windows whose rows :meth:`ReferenceCache.versions_read` reads for a group (about
+15 MB at 10,000 bins); the references past it are read by their own :meth:`get`, as
+is a longer one, so that long fixed reference periods are not all held at once."""
+
 Period = tuple[int, str, datetime, datetime]
 """(model id, segment, start, end) of a drift reference period."""
 
@@ -65,14 +70,18 @@ class ReferenceCache:
     @contextmanager
     def versions_read(self, session: Session, periods: Iterable[Period | None]) -> Iterator[None]:
         """Read the window versions of several reference periods in one query, and the
-        rows of those whose sums are not cached in one more; inside the block, the first
-        :meth:`get` of each period uses them instead of its own queries."""
+        rows of those whose sums are not cached in one more (up to
+        :data:`READ_AHEAD_WINDOWS` windows); inside the block, the first :meth:`get` of
+        each period uses them instead of its own queries."""
         wanted = list(dict.fromkeys(p for p in periods if p is not None))
         found: dict[Period, list[tuple[datetime, int]]] = {p: [] for p in wanted}
         for p, row in _rows_by_period(session, wanted, _VERSIONS_SELECT):
             found[p].append((row.window_start, int(row.version)))
         self._versions = {p: tuple(v) for p, v in found.items()}
-        missing = [p for p in wanted if _key(p, self._versions[p]) not in self._entries]
+        missing = _within(
+            [p for p in wanted if _key(p, self._versions[p]) not in self._entries],
+            self._versions,
+        )
         loaded: dict[Period, list[Row[Any]]] = {p: [] for p in missing}
         for p, row in _rows_by_period(session, missing, _SUMS_SELECT):
             loaded[p].append(row)
@@ -114,6 +123,19 @@ class ReferenceCache:
         while self.nbytes > self.max_bytes and self._entries:
             self.nbytes -= self._entries.popitem(last=False)[1][1]
         return total
+
+
+def _within(
+    periods: list[Period], versions: dict[Period, tuple[tuple[datetime, int], ...]]
+) -> list[Period]:
+    """``periods`` in order, each kept while they hold at most :data:`READ_AHEAD_WINDOWS`
+    windows in all (a period that would pass the bound is left out)."""
+    kept, windows = [], 0
+    for p in periods:
+        if windows + len(versions[p]) <= READ_AHEAD_WINDOWS:
+            kept.append(p)
+            windows += len(versions[p])
+    return kept
 
 
 def _key(period: Period, versions: tuple[tuple[datetime, int], ...]) -> tuple[Any, ...]:

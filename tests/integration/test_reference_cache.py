@@ -7,12 +7,14 @@ from __future__ import annotations
 from datetime import datetime
 
 import numpy as np
+import pytest
 import sqlalchemy as sa
 from _worker_support import aggregate_rows, post_batch, register_model, window_starts
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db.models import ALL_SEGMENTS
+from app.services import reference_cache
 from app.services.model_config import ModelConfig
 from app.services.reference_cache import ENTRY_BYTES, ReferenceCache
 from app.services.window_refresh import claim_windows, refresh_group
@@ -126,6 +128,27 @@ def test_a_group_reads_its_versions_and_its_missing_sums_at_once_and_forgets_the
         for one, want in zip(got, expected, strict=True):
             _assert_same(one, want)
         assert len(cache) == 2 and cache._versions == {} and cache._loaded == {}
+
+
+def test_a_group_reads_ahead_the_sums_of_a_bounded_number_of_windows(
+    factory: sessionmaker[Session], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past READ_AHEAD_WINDOWS, a reference is read by its own get (same sums)."""
+    monkeypatch.setattr(reference_cache, "READ_AHEAD_WINDOWS", 1)
+    model, starts = _fleet(factory, settings, 3)
+    cache = ReferenceCache()
+    periods = [(model.id, ALL_SEGMENTS, start, _next(model, start)) for start in starts[:2]]
+    with factory() as session:
+        seen = _counting(session)
+        with cache.versions_read(session, periods):
+            assert len(seen) == 2  # the versions, then the first reference's rows
+            got = [
+                cache.get(session, model, ALL_SEGMENTS, start, _next(model, start))
+                for start in starts[:2]
+            ]
+        assert len(seen) == 3  # the second reference's rows, by its get
+    for one, start in zip(got, starts[:2], strict=True):
+        _assert_same(one, _summed(factory, model, [start]))
 
 
 def test_the_cache_drops_the_least_recently_used_entries_beyond_its_bytes(
