@@ -14,11 +14,12 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from functools import lru_cache
+from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import ColumnElement, Row, Select, and_, or_, select
+from sqlalchemy import Row, Select, Table, and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import WindowAggregate
@@ -75,7 +76,7 @@ class ReferenceCache:
         each period uses them instead of its own queries."""
         wanted = list(dict.fromkeys(p for p in periods if p is not None))
         found: dict[Period, list[tuple[datetime, int]]] = {p: [] for p in wanted}
-        for p, row in _rows_by_period(session, wanted, _VERSIONS_SELECT):
+        for p, row in _rows_by_period(session, wanted, "versions"):
             found[p].append((row.window_start, int(row.version)))
         self._versions = {p: tuple(v) for p, v in found.items()}
         missing = _within(
@@ -83,7 +84,7 @@ class ReferenceCache:
             self._versions,
         )
         loaded: dict[Period, list[Row[Any]]] = {p: [] for p in missing}
-        for p, row in _rows_by_period(session, missing, _SUMS_SELECT):
+        for p, row in _rows_by_period(session, missing, "sums"):
             loaded[p].append(row)
         self._loaded = loaded
         try:
@@ -99,13 +100,8 @@ class ReferenceCache:
         period = (model.id, segment, start, end)
         versions = self._versions.pop(period, None)
         if versions is None:
-            w = WindowAggregate
-            read = session.execute(
-                select(w.window_start, w.version)
-                .where(_in_period(period), w.version > 0)
-                .order_by(w.window_start)
-            )
-            versions = tuple((s, int(v)) for s, v in read)
+            read = _rows_by_period(session, [period], "versions")
+            versions = tuple((row.window_start, int(row.version)) for _, row in read)
         key = _key(period, versions)
         if key in self._entries:
             self._entries.move_to_end(key)
@@ -113,8 +109,7 @@ class ReferenceCache:
             return None if packed is None else packed.unpack()
         rows = self._loaded.pop(period, None)
         if rows is None:
-            query = _SUMS_SELECT.where(_in_period(period)).order_by(WindowAggregate.window_start)
-            rows = list(session.execute(query, execution_options=BINARY_RESULTS))
+            rows = [row for _, row in _rows_by_period(session, [period], "sums")]
         total = WindowSums.merge(WindowSums.from_row(row) for row in rows)
         packed = None if total is None else _Packed.of(total)
         size = entry_bytes(len(versions), packed)
@@ -145,18 +140,20 @@ def _key(period: Period, versions: tuple[tuple[datetime, int], ...]) -> tuple[An
 
 
 def _rows_by_period(
-    session: Session, periods: list[Period], query: Select[Any]
+    session: Session, periods: list[Period], columns: Columns
 ) -> Iterator[tuple[Period, Row[Any]]]:
-    """``query``'s rows of the windows in ``periods`` (one statement, in key order), each
-    with every period that holds it (the periods of one segment may overlap)."""
+    """The rows of the windows in ``periods`` (one statement, in key order; ``columns``:
+    their keys with their versions, of the windows that hold data, or with their sums),
+    each with every period that holds it (the periods of one segment may overlap)."""
     if not periods:
         return
     series: dict[tuple[int, str], list[Period]] = {}
-    for p in periods:
+    params: dict[str, Any] = {}
+    for k, p in enumerate(periods):
         series.setdefault((p[0], p[1]), []).append(p)
-    rows = session.execute(
-        query.where(or_(*(_in_period(p) for p in periods))).order_by(*_KEY),
-        execution_options=BINARY_RESULTS,
+        params |= dict(zip((f"model{k}", f"segment{k}", f"start{k}", f"end{k}"), p, strict=True))
+    rows = session.connection().execute(
+        _periods_statement(columns, len(periods)), params, execution_options=BINARY_RESULTS
     )
     for row in rows:
         for p in series[(row.model_id, row.segment)]:
@@ -175,27 +172,33 @@ def entry_bytes(windows: int, packed: _Packed | None) -> int:
     return ENTRY_BYTES * (windows + 1) + (0 if packed is None else packed.nbytes)
 
 
-_KEY: tuple[Any, ...] = (
-    WindowAggregate.model_id,
-    WindowAggregate.segment,
-    WindowAggregate.window_start,
-)
-_VERSIONS_SELECT = select(*_KEY, WindowAggregate.version).where(WindowAggregate.version > 0)
-"""The windows' keys and versions (of the windows that hold data)."""
-_SUMS_SELECT = select(
-    *_KEY, *(getattr(WindowAggregate, name) for name in AggregateRow.__annotations__)
-)
-"""The windows' keys and the columns :meth:`WindowSums.from_row` reads."""
+Columns = Literal["versions", "sums"]
+"""What :func:`_rows_by_period` reads of each window besides its key."""
+
+_WA = cast(Table, WindowAggregate.__table__).c
+_KEY = (_WA.model_id, _WA.segment, _WA.window_start)
+_SUMS = [_WA[name] for name in AggregateRow.__annotations__]
+"""The columns :meth:`WindowSums.from_row` reads."""
 
 
-def _in_period(period: Period) -> ColumnElement[bool]:
-    model_id, segment, start, end = period
-    return and_(
-        WindowAggregate.model_id == model_id,
-        WindowAggregate.segment == segment,
-        WindowAggregate.window_start >= start,
-        WindowAggregate.window_start < end,
+@lru_cache(maxsize=256)
+def _periods_statement(columns: Columns, count: int) -> Select[Any]:
+    """The windows of ``count`` periods (parameters ``model<k>``, ``segment<k>``,
+    ``start<k>``, ``end<k>``), in key order; built once per shape."""
+    periods = or_(
+        *(
+            and_(
+                _WA.model_id == bindparam(f"model{k}"),
+                _WA.segment == bindparam(f"segment{k}"),
+                _WA.window_start >= bindparam(f"start{k}"),
+                _WA.window_start < bindparam(f"end{k}"),
+            )
+            for k in range(count)
+        )
     )
+    if columns == "versions":
+        return select(*_KEY, _WA.version).where(periods, _WA.version > 0).order_by(*_KEY)
+    return select(*_KEY, *_SUMS).where(periods).order_by(*_KEY)
 
 
 Sparse = tuple[npt.NDArray[np.int32], npt.NDArray[np.int64] | npt.NDArray[np.int32]]
