@@ -60,11 +60,17 @@ class _NumpyArray(TypeDecorator[npt.NDArray[Any]]):
         arr = np.asarray(value)
         if arr.ndim != 1:
             raise ValueError(f"expected a one-dimensional array, got shape {arr.shape}")
-        return np.ascontiguousarray(arr, dtype=self.dtype).tobytes()
+        return self.encode(arr)
 
     def process_result_value(self, value: bytes | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
+        return None if value is None else self.decode(value)
+
+    def encode(self, arr: npt.NDArray[Any]) -> bytes:
+        """The stored bytes of a one-dimensional array."""
+        return np.ascontiguousarray(arr, dtype=self.dtype).tobytes()
+
+    def decode(self, value: bytes) -> npt.NDArray[Any]:
+        """The (read-only) array of stored bytes."""
         return np.frombuffer(value, dtype=self.dtype)
 
     def compare_values(self, x: Any, y: Any) -> bool:
@@ -73,11 +79,54 @@ class _NumpyArray(TypeDecorator[npt.NDArray[Any]]):
         return bool(np.array_equal(np.asarray(x), np.asarray(y)))
 
 
+COUNTS_MAGIC = b"\xff" * 8
+"""The first 8 bytes of a narrowed array of counts: -1 as a little-endian int64, which
+no raw array of counts starts with (counts are not negative)."""
+
+_WIDTHS = {code: np.dtype(name) for code, name in ((1, "<u1"), (2, "<u2"), (4, "<u4"), (8, "<i8"))}
+
+
+def encode_counts(arr: npt.NDArray[Any]) -> bytes:
+    """int64 counts as bytes: the magic, one byte of width, then each count in the
+    narrowest of 1, 2, 4 or 8 bytes that holds the largest (8: signed, for any value).
+
+    The counts of a histogram are mostly small: at 10,000 bins a window of a
+    few thousand rows takes 10 KB instead of 80 KB, which is what a fold reads
+    and writes back (and what PostgreSQL sends hex-encoded, at twice the size).
+    """
+    counts = np.asarray(arr, dtype=np.int64)
+    width = 8
+    if counts.size and int(counts.min()) >= 0:
+        top = int(counts.max())
+        width = next(w for w in (1, 2, 4, 8) if w == 8 or top < 1 << (8 * w))
+    return COUNTS_MAGIC + bytes((width,)) + counts.astype(_WIDTHS[width], copy=False).tobytes()
+
+
+def decode_counts(value: bytes) -> npt.NDArray[np.int64]:
+    """The int64 array of :func:`encode_counts`, or of raw ``<i8`` bytes (the form
+    before the narrowing; such a value is rewritten narrowed by its next write)."""
+    if not value.startswith(COUNTS_MAGIC):
+        return np.frombuffer(value, dtype="<i8")
+    dtype = _WIDTHS[value[len(COUNTS_MAGIC)]]
+    counts = np.frombuffer(value, dtype=dtype, offset=len(COUNTS_MAGIC) + 1)
+    if dtype.itemsize == 8:
+        return counts
+    wide = counts.astype(np.int64)
+    wide.flags.writeable = False
+    return wide
+
+
 class Int64Array(_NumpyArray):
-    """int64 counts (histograms), stored as ``<i8`` bytes."""
+    """int64 counts (histograms, confusion cells), stored narrowed (:func:`encode_counts`)."""
 
     dtype = np.dtype("<i8")
     cache_ok = True
+
+    def encode(self, arr: npt.NDArray[Any]) -> bytes:
+        return encode_counts(arr)
+
+    def decode(self, value: bytes) -> npt.NDArray[Any]:
+        return decode_counts(value)
 
 
 class Int32Array(_NumpyArray):

@@ -17,19 +17,28 @@ The detail is due when
   end is full, so a closed window's final data gets exactly one full refresh;
 * its due time ``window_aggregate.detail_due_at`` has passed. A summary
   refresh sets it to the earliest of the time already set, its own time
-  plus ``detail_interval_seconds`` and the window's end (so the detail lags
-  the data by at most the interval); a full refresh clears it.
+  plus the window's **detail delay** and the window's end (so the detail
+  lags the data by at most ``detail_interval_seconds``); a full refresh
+  clears it. The delay is between half the interval and the whole of it,
+  at a point fixed by the window's key (:func:`detail_phase`);
   The claim query treats a due time like a waiting change, so a window
   becomes claimable at its due time without a new batch;
 * ``detail_interval_seconds`` is 0 (every refresh is full, as before tiers).
 
 A fleet's windows all open at the same boundary: under that backlog their
-first refreshes are summaries and their details fall due spread over the
-interval after them.
+first refreshes are summaries, all within the time the backlog takes to
+drain. With the same delay for every window, their details would then fall
+due together, within that same time, and the next backlog would be one of
+full refreshes only. The key's phase spreads them over the second half of
+the interval instead, and keeps them spread over the following cycles: a
+window's delay is the same every time, but its refreshes are not in step
+with the other windows'. The phase is a hash of the key, so every worker
+and every restart give a window the same delay.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta
 
 
@@ -62,19 +71,38 @@ def detail_due(
     return detail_due_at is not None and detail_due_at <= now
 
 
+DETAIL_SPREAD = 0.5
+"""The share of the detail interval over which the windows' delays spread: a
+window's delay lies in ``(1 - DETAIL_SPREAD, 1]`` times the interval."""
+
+
+def detail_phase(model_id: int, segment: str, window_start: datetime) -> float:
+    """The window's phase in [0, 1): a hash of its key, the same in every process.
+
+    Python's ``hash`` of a string changes with each process, so the key's text
+    goes through BLAKE2b; its first 8 bytes are read as a fraction.
+    """
+    text = f"{model_id}\x1f{segment}\x1f{window_start.isoformat()}".encode()
+    digest = hashlib.blake2b(text, digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64
+
+
 def next_detail_due(
     *,
     now: datetime,
     window_end: datetime,
     detail_due_at: datetime | None,
     detail_interval_seconds: float,
+    phase: float,
 ) -> datetime:
     """The due time stored by a summary refresh at ``now`` (module docstring).
 
-    The earliest of the due time already set, ``now`` plus the interval and
-    the window's end: the detail lags the data by at most the interval after
-    the first change it does not include, and refreshes of a busy window do
-    not postpone it.
+    The earliest of the due time already set, ``now`` plus the window's delay
+    and the window's end: the detail lags the data by at most the interval
+    after the first change it does not include, and refreshes of a busy
+    window do not postpone it. ``phase`` (:func:`detail_phase`, in [0, 1))
+    sets the delay: the interval times ``1 - DETAIL_SPREAD * phase``.
     """
-    due = min(now + timedelta(seconds=detail_interval_seconds), window_end)
+    delay = detail_interval_seconds * (1.0 - DETAIL_SPREAD * phase)
+    due = min(now + timedelta(seconds=delay), window_end)
     return due if detail_due_at is None else min(due, detail_due_at)

@@ -46,7 +46,7 @@ from app.services.deltas import Delta, Folded, aggregate_columns, exact_of, fold
 from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
 from app.services.reference_cache import Period, ReferenceCache
-from app.services.refresh_tier import detail_due, next_detail_due
+from app.services.refresh_tier import detail_due, detail_phase, next_detail_due
 from app.services.window_compute import WindowResult, compute_window_result
 from app.services.window_document import KEPT_BY_SUMMARY, window_document
 from app.services.window_sums import WindowSums
@@ -245,6 +245,7 @@ def compute_or_error(
         window_end=_window_end(claimed),
         detail_due_at=claimed.detail_due_at,
         detail_interval_seconds=interval,
+        phase=detail_phase(*claimed.claim.key),
     )
     return Computed(claimed, result, detail_due_at=due)
 

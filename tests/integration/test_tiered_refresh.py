@@ -24,6 +24,7 @@ from app.db.models import ALL_SEGMENTS, WindowAggregate
 from app.db.session import write_transaction
 from app.services.model_config import ModelConfig
 from app.services.reference_cache import ReferenceCache
+from app.services.refresh_tier import DETAIL_SPREAD, detail_phase
 from app.services.window_compute import compute_window_result
 from app.services.window_read import get_window
 from app.services.window_refresh import (
@@ -79,7 +80,8 @@ def test_an_open_window_gets_a_summary_then_its_detail_when_due(
     assert stored.intervals == {}  # every interval is in the detail tier
     assert (stored.detail_version, stored.detail_computed_at) == (None, None)
     (row,) = aggregate_rows(factory, model.id)
-    assert row.detail_due_at == min(first.claim.claimed_at + timedelta(seconds=INTERVAL), end)
+    delay = INTERVAL * (1 - DETAIL_SPREAD * detail_phase(*first.claim.key))
+    assert row.detail_due_at == min(first.claim.claimed_at + timedelta(seconds=delay), end)
     assert refresh(factory) is None  # nothing changed and the detail is not due yet
     with factory() as session:
         assert queue.queue_stats(session).dirty_windows == 0  # a due time is not a change

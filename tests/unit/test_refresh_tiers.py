@@ -13,7 +13,7 @@ from test_window_compute import make_model, sample, sums_of
 from app.exporter.streaks import window_outcomes
 from app.metrics.confusion import ConfusionCounts
 from app.services.model_config import ModelConfig
-from app.services.refresh_tier import detail_due, next_detail_due
+from app.services.refresh_tier import DETAIL_SPREAD, detail_due, detail_phase, next_detail_due
 from app.services.sla import window_results
 from app.services.sla_objectives import (
     STALE_DETAIL_REASON,
@@ -69,13 +69,55 @@ def test_without_a_backlog_every_refresh_is_full() -> None:
 def test_a_summary_sets_the_earliest_due_time() -> None:
     def due(now: datetime, due_at: datetime | None) -> datetime:
         return next_detail_due(
-            now=now, window_end=END, detail_due_at=due_at, detail_interval_seconds=300.0
+            now=now, window_end=END, detail_due_at=due_at, detail_interval_seconds=300.0, phase=0.0
         )
 
     assert due(T0, None) == T0 + 5 * MINUTE  # the interval after the first change
     assert due(T0 + 2 * MINUTE, T0 + 5 * MINUTE) == T0 + 5 * MINUTE  # not postponed
     assert due(T0 + 2 * MINUTE, T0 + 10 * MINUTE) == T0 + 7 * MINUTE
     assert due(END - MINUTE, None) == END  # never after the window's end
+
+
+def test_the_phase_sets_a_delay_between_half_the_interval_and_the_interval() -> None:
+    def delay(phase: float) -> float:
+        due = next_detail_due(
+            now=T0, window_end=END, detail_due_at=None, detail_interval_seconds=300.0, phase=phase
+        )
+        return (due - T0).total_seconds()
+
+    assert DETAIL_SPREAD == 0.5
+    assert delay(0.0) == 300.0
+    assert delay(0.5) == 225.0
+    assert 150.0 <= delay(np.nextafter(1.0, 0.0)) < 150.001  # timedelta: microseconds
+    later = next_detail_due(
+        now=T0, window_end=END, detail_due_at=T0 + MINUTE, detail_interval_seconds=300.0, phase=0.9
+    )
+    assert later == T0 + MINUTE  # a due time already set is never postponed
+
+
+def test_window_phases_are_fixed_by_the_key_and_spread_evenly() -> None:
+    keys = [(model, f"seg-{s}", T0) for model in range(1, 201) for s in range(10)]
+    phases = np.array([detail_phase(*key) for key in keys])
+    assert ((phases >= 0.0) & (phases < 1.0)).all()
+    assert detail_phase(7, "seg-3", T0) == detail_phase(7, "seg-3", T0)
+    assert detail_phase(7, "seg-3", T0) != detail_phase(7, "seg-3", T0 + timedelta(days=1))
+    assert detail_phase(7, "seg-3", T0) != detail_phase(7, "seg-4", T0)
+    # 2,000 keys in 10 equal bins: a chi-square of 9 degrees of freedom, p > 0.001
+    counts, _ = np.histogram(phases, bins=10, range=(0.0, 1.0))
+    assert ((counts - 200.0) ** 2 / 200.0).sum() < 27.88
+
+
+def test_the_phase_does_not_depend_on_the_process() -> None:
+    """A hash of the key's text, not Python's salted ``hash``: another interpreter agrees."""
+    import subprocess
+    import sys
+
+    code = (
+        "from datetime import datetime, UTC; from app.services.refresh_tier import detail_phase; "
+        "print(repr(detail_phase(7, 'seg-3', datetime(2026, 11, 26, 10, tzinfo=UTC))))"
+    )
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(other.stdout) == detail_phase(7, "seg-3", T0)
 
 
 # --- the two tiers -----------------------------------------------------------------
