@@ -72,6 +72,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.db.models import BatchDelta, WindowAggregate, WindowMetrics
+from app.db.session import BINARY_RESULTS
 from app.db.types import UTCDateTime
 
 WA = WindowAggregate
@@ -375,6 +376,7 @@ def _claim_statement(grouped: bool) -> Update:
             lease_expires_at=bindparam("expires", type_=UTCDateTime()),
         )
         .returning(*table.c, *stored)
+        .execution_options(**BINARY_RESULTS)
     )
 
 
@@ -460,6 +462,7 @@ def _deltas_statement() -> Select[Any]:
         select(*(ranked.c[c.name] for c in _BD))
         .where(ranked.c.rank <= MAX_DELTAS_PER_CLAIM)
         .order_by(ranked.c.received_at, ranked.c.batch_id)
+        .execution_options(**BINARY_RESULTS)
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from psycopg.pq import Format
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -23,6 +24,13 @@ from app.config import Settings
 
 SQLITE_BEGIN_OPTION = "priorwatch_sqlite_begin"
 """Connection execution option naming the SQLite BEGIN mode (DEFERRED or IMMEDIATE)."""
+
+_BINARY_OPTION = "priorwatch_binary_results"
+BINARY_RESULTS = {_BINARY_OPTION: True}
+"""Execution options of a statement whose rows PostgreSQL sends in binary format
+(:func:`_binary_results`); ignored on SQLite. For the reads of histograms: an
+80 KB ``bytea`` comes as its bytes instead of 160 KB of hex text that the server
+encodes and the client parses (about 0.2 ms of each side's CPU per histogram)."""
 
 
 def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
@@ -71,6 +79,8 @@ def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
     )
     if url.get_backend_name() == "postgresql":
         event.listen(engine, "connect", _prefer_lz4_toast)
+    if url.get_driver_name() == "psycopg":
+        event.listen(engine, "before_cursor_execute", _binary_results)
     return engine
 
 
@@ -108,6 +118,19 @@ def _prefer_lz4_toast(dbapi_connection: Any, _record: Any) -> None:
         if row is not None and row[0]:
             cursor.execute("SET default_toast_compression = 'lz4'")
     dbapi_connection.commit()
+
+
+def _binary_results(
+    _conn: Any, cursor: Any, _statement: str, _params: Any, context: Any, _many: bool
+) -> None:
+    """Ask for binary rows when the statement has the :data:`BINARY_RESULTS` option.
+
+    The values are the same either way (psycopg has a binary loader for every
+    built-in type); only the wire format changes. The cursor serves this one
+    statement (SQLAlchemy opens one per execution).
+    """
+    if context is not None and context.execution_options.get(_BINARY_OPTION):
+        cursor.format = Format.BINARY
 
 
 def _configure_sqlite(engine: Engine, settings: Settings) -> None:

@@ -14,19 +14,26 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from functools import lru_cache
+from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import Row, Select, Table, and_, bindparam, or_, select
 from sqlalchemy.orm import Session
 
 from app.db.models import WindowAggregate
+from app.db.session import BINARY_RESULTS
 from app.services.model_config import ModelConfig
 from app.services.window_sums import AggregateRow, WindowSums
 
 REFERENCE_CACHE_MB = 256.0
 """Default bound of a :class:`ReferenceCache` (the worker setting ``reference_cache_mb``)."""
+
+READ_AHEAD_WINDOWS = 64
+"""Most windows whose rows :meth:`ReferenceCache.versions_read` reads for a group (about
+15 MB at 10,000 bins); the references past it are read by their own :meth:`get`, as
+is a longer one, so that long fixed reference periods are not all held at once."""
 
 Period = tuple[int, str, datetime, datetime]
 """(model id, segment, start, end) of a drift reference period."""
@@ -44,8 +51,10 @@ class ReferenceCache:
     dropped once they hold more than ``max_bytes``.
 
     :meth:`versions_read` reads the versions of a group's references in one
-    query; :meth:`get` uses them (else it reads its own) and loads a missing
-    sum with the columns it needs.
+    query, and the rows of the references not cached in one more; :meth:`get`
+    uses them (else it reads its own versions, and the rows of a missing sum,
+    with the columns it needs). A group of windows thus reads its references
+    in two statements, not two per window.
     """
 
     def __init__(self, max_bytes: float = REFERENCE_CACHE_MB * 2**20) -> None:
@@ -54,35 +63,35 @@ class ReferenceCache:
         """Bytes held by the entries (:func:`entry_bytes`)."""
         self._entries: OrderedDict[tuple[Any, ...], tuple[_Packed | None, int]] = OrderedDict()
         self._versions: dict[Period, tuple[tuple[datetime, int], ...]] = {}
+        self._loaded: dict[Period, list[Row[Any]]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
 
     @contextmanager
     def versions_read(self, session: Session, periods: Iterable[Period | None]) -> Iterator[None]:
-        """Read the window versions of several reference periods in one query; inside
-        the block, the first :meth:`get` of each period uses them instead of a query."""
+        """Read the window versions of several reference periods in one query, and the
+        rows of those whose sums are not cached in one more (up to
+        :data:`READ_AHEAD_WINDOWS` windows); inside the block, the first :meth:`get` of
+        each period uses them instead of its own queries."""
         wanted = list(dict.fromkeys(p for p in periods if p is not None))
         found: dict[Period, list[tuple[datetime, int]]] = {p: [] for p in wanted}
-        series: dict[tuple[int, str], list[Period]] = {}
-        for p in wanted:
-            series.setdefault((p[0], p[1]), []).append(p)
-        if wanted:
-            w = WindowAggregate
-            rows = session.execute(
-                select(w.model_id, w.segment, w.window_start, w.version)
-                .where(w.version > 0, or_(*(_in_period(p) for p in wanted)))
-                .order_by(w.model_id, w.segment, w.window_start)
-            )
-            for model_id, segment, start, version in rows:
-                for p in series[(model_id, segment)]:
-                    if p[2] <= start < p[3]:
-                        found[p].append((start, int(version)))
+        for p, row in _rows_by_period(session, wanted, "versions"):
+            found[p].append((row.window_start, int(row.version)))
         self._versions = {p: tuple(v) for p, v in found.items()}
+        missing = _within(
+            [p for p in wanted if _key(p, self._versions[p]) not in self._entries],
+            self._versions,
+        )
+        loaded: dict[Period, list[Row[Any]]] = {p: [] for p in missing}
+        for p, row in _rows_by_period(session, missing, "sums"):
+            loaded[p].append(row)
+        self._loaded = loaded
         try:
             yield
         finally:
             self._versions = {}
+            self._loaded = {}
 
     def get(
         self, session: Session, model: ModelConfig, segment: str, start: datetime, end: datetime
@@ -91,22 +100,17 @@ class ReferenceCache:
         period = (model.id, segment, start, end)
         versions = self._versions.pop(period, None)
         if versions is None:
-            w = WindowAggregate
-            rows = session.execute(
-                select(w.window_start, w.version)
-                .where(_in_period(period), w.version > 0)
-                .order_by(w.window_start)
-            )
-            versions = tuple((s, int(v)) for s, v in rows)
-        key = (model.id, segment, model.n_bins, versions)
+            read = _rows_by_period(session, [period], "versions")
+            versions = tuple((row.window_start, int(row.version)) for _, row in read)
+        key = _key(period, versions)
         if key in self._entries:
             self._entries.move_to_end(key)
             packed = self._entries[key][0]
             return None if packed is None else packed.unpack()
-        total = WindowSums.merge(
-            WindowSums.from_row(row)
-            for row in session.execute(select(*_SUMS_COLUMNS).where(_in_period(period)))
-        )
+        rows = self._loaded.pop(period, None)
+        if rows is None:
+            rows = [row for _, row in _rows_by_period(session, [period], "sums")]
+        total = WindowSums.merge(WindowSums.from_row(row) for row in rows)
         packed = None if total is None else _Packed.of(total)
         size = entry_bytes(len(versions), packed)
         self._entries[key] = (packed, size)
@@ -114,6 +118,47 @@ class ReferenceCache:
         while self.nbytes > self.max_bytes and self._entries:
             self.nbytes -= self._entries.popitem(last=False)[1][1]
         return total
+
+
+def _within(
+    periods: list[Period], versions: dict[Period, tuple[tuple[datetime, int], ...]]
+) -> list[Period]:
+    """``periods`` in order, each kept while they hold at most :data:`READ_AHEAD_WINDOWS`
+    windows in all (a period that would pass the bound is left out)."""
+    kept, windows = [], 0
+    for p in periods:
+        if windows + len(versions[p]) <= READ_AHEAD_WINDOWS:
+            kept.append(p)
+            windows += len(versions[p])
+    return kept
+
+
+def _key(period: Period, versions: tuple[tuple[datetime, int], ...]) -> tuple[Any, ...]:
+    """A cache key: the period's model and segment with the (start, version) of its
+    windows (a model's bins are fixed at creation, so the model fixes the arrays' size)."""
+    return (period[0], period[1], versions)
+
+
+def _rows_by_period(
+    session: Session, periods: list[Period], columns: Columns
+) -> Iterator[tuple[Period, Row[Any]]]:
+    """The rows of the windows in ``periods`` (one statement, in key order; ``columns``:
+    their keys with their versions, of the windows that hold data, or with their sums),
+    each with every period that holds it (the periods of one segment may overlap)."""
+    if not periods:
+        return
+    series: dict[tuple[int, str], list[Period]] = {}
+    params: dict[str, Any] = {}
+    for k, p in enumerate(periods):
+        series.setdefault((p[0], p[1]), []).append(p)
+        params |= dict(zip((f"model{k}", f"segment{k}", f"start{k}", f"end{k}"), p, strict=True))
+    rows = session.connection().execute(
+        _periods_statement(columns, len(periods)), params, execution_options=BINARY_RESULTS
+    )
+    for row in rows:
+        for p in series[(row.model_id, row.segment)]:
+            if p[2] <= row.window_start < p[3]:
+                yield p, row
 
 
 ENTRY_BYTES = 512
@@ -127,18 +172,33 @@ def entry_bytes(windows: int, packed: _Packed | None) -> int:
     return ENTRY_BYTES * (windows + 1) + (0 if packed is None else packed.nbytes)
 
 
-_SUMS_COLUMNS = [getattr(WindowAggregate, name) for name in AggregateRow.__annotations__]
+Columns = Literal["versions", "sums"]
+"""What :func:`_rows_by_period` reads of each window besides its key."""
+
+_WA = cast(Table, WindowAggregate.__table__).c
+_KEY = (_WA.model_id, _WA.segment, _WA.window_start)
+_SUMS = [_WA[name] for name in AggregateRow.__annotations__]
 """The columns :meth:`WindowSums.from_row` reads."""
 
 
-def _in_period(period: Period) -> ColumnElement[bool]:
-    model_id, segment, start, end = period
-    return and_(
-        WindowAggregate.model_id == model_id,
-        WindowAggregate.segment == segment,
-        WindowAggregate.window_start >= start,
-        WindowAggregate.window_start < end,
+@lru_cache(maxsize=256)
+def _periods_statement(columns: Columns, count: int) -> Select[Any]:
+    """The windows of ``count`` periods (parameters ``model<k>``, ``segment<k>``,
+    ``start<k>``, ``end<k>``), in key order; built once per shape."""
+    periods = or_(
+        *(
+            and_(
+                _WA.model_id == bindparam(f"model{k}"),
+                _WA.segment == bindparam(f"segment{k}"),
+                _WA.window_start >= bindparam(f"start{k}"),
+                _WA.window_start < bindparam(f"end{k}"),
+            )
+            for k in range(count)
+        )
     )
+    if columns == "versions":
+        return select(*_KEY, _WA.version).where(periods, _WA.version > 0).order_by(*_KEY)
+    return select(*_KEY, *_SUMS).where(periods).order_by(*_KEY)
 
 
 Sparse = tuple[npt.NDArray[np.int32], npt.NDArray[np.int64] | npt.NDArray[np.int32]]

@@ -41,7 +41,7 @@ from sqlalchemy.orm import Session
 from app.db import queue
 from app.db.models import Model
 from app.db.queue import Claim
-from app.db.session import write_transaction
+from app.db.session import BINARY_RESULTS, write_transaction
 from app.services.deltas import Delta, Folded, aggregate_columns, exact_of, fold
 from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
@@ -122,7 +122,9 @@ def claim_windows(
         ids = {claim.model_id for claim, _ in claimed}
         models = {
             row.id: ModelConfig.from_row(row)
-            for row in session.scalars(select(Model).where(Model.id.in_(ids)))
+            for row in session.scalars(
+                select(Model).where(Model.id.in_(ids)), execution_options=BINARY_RESULTS
+            )
         }
         deltas = queue.claimed_deltas(session, [claim for claim, _ in claimed])
         backlog = len(claimed) >= group_size

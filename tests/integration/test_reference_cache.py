@@ -1,18 +1,20 @@
 """The worker's cache of summed drift references (SQLite and PostgreSQL): the same sums
 as the rows read one by one, a new entry when a reference window changes, the versions
-of a group's references read at once, and eviction by bytes."""
+of a group's references and their missing sums read at once, and eviction by bytes."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 import numpy as np
+import pytest
 import sqlalchemy as sa
 from _worker_support import aggregate_rows, post_batch, register_model, window_starts
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db.models import ALL_SEGMENTS
+from app.services import reference_cache
 from app.services.model_config import ModelConfig
 from app.services.reference_cache import ENTRY_BYTES, ReferenceCache
 from app.services.window_refresh import claim_windows, refresh_group
@@ -107,14 +109,14 @@ def _counting(session: Session) -> list[str]:
     return seen
 
 
-def test_the_versions_of_a_group_are_read_at_once_and_forgotten_after_the_group(
+def test_a_group_reads_its_versions_and_its_missing_sums_at_once_and_forgets_them(
     factory: sessionmaker[Session], settings: Settings
 ) -> None:
     model, starts = _fleet(factory, settings, 3)
     expected = [_summed(factory, model, [start]) for start in starts[:2]]
     cache = ReferenceCache()
     periods = [(model.id, ALL_SEGMENTS, start, _next(model, start)) for start in starts[:2]]
-    for loads in (2, 0):  # the second group finds both sums cached: no row is read again
+    for loads in (1, 0):  # the second group finds both sums cached: no row is read again
         with factory() as session:
             seen = _counting(session)
             with cache.versions_read(session, [*periods, None]):
@@ -122,10 +124,31 @@ def test_the_versions_of_a_group_are_read_at_once_and_forgotten_after_the_group(
                     cache.get(session, model, ALL_SEGMENTS, start, _next(model, start))
                     for start in starts[:2]
                 ]
-            assert len(seen) == 1 + loads  # one versions query for the group, then the loads
+            assert len(seen) == 1 + loads  # one versions query, one for the missing sums
         for one, want in zip(got, expected, strict=True):
             _assert_same(one, want)
-        assert len(cache) == 2 and cache._versions == {}
+        assert len(cache) == 2 and cache._versions == {} and cache._loaded == {}
+
+
+def test_a_group_reads_ahead_the_sums_of_a_bounded_number_of_windows(
+    factory: sessionmaker[Session], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past READ_AHEAD_WINDOWS, a reference is read by its own get (same sums)."""
+    monkeypatch.setattr(reference_cache, "READ_AHEAD_WINDOWS", 1)
+    model, starts = _fleet(factory, settings, 3)
+    cache = ReferenceCache()
+    periods = [(model.id, ALL_SEGMENTS, start, _next(model, start)) for start in starts[:2]]
+    with factory() as session:
+        seen = _counting(session)
+        with cache.versions_read(session, periods):
+            assert len(seen) == 2  # the versions, then the first reference's rows
+            got = [
+                cache.get(session, model, ALL_SEGMENTS, start, _next(model, start))
+                for start in starts[:2]
+            ]
+        assert len(seen) == 3  # the second reference's rows, by its get
+    for one, start in zip(got, starts[:2], strict=True):
+        _assert_same(one, _summed(factory, model, [start]))
 
 
 def test_the_cache_drops_the_least_recently_used_entries_beyond_its_bytes(
@@ -149,7 +172,7 @@ def test_the_cache_drops_the_least_recently_used_entries_beyond_its_bytes(
     _get(cache, factory, model, starts[0])  # now the most recently used
     _get(cache, factory, model, starts[2])  # evicts starts[1]'s
     assert cache.nbytes <= cache.max_bytes
-    kept = {key[3][0][0] for key in cache._entries}
+    kept = {key[2][0][0] for key in cache._entries}
     assert starts[1] not in kept and starts[2] in kept
     assert starts[0] in kept or sizes[0] + sizes[2] > cache.max_bytes
 
