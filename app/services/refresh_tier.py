@@ -25,6 +25,14 @@ The detail is due when
   becomes claimable at its due time without a new batch;
 * ``detail_interval_seconds`` is 0 (every refresh is full, as before tiers).
 
+A detail due by its time alone is **deferred** while the worker's details
+took more than their share of its computing time
+(:mod:`app.services.detail_budget`): the refresh is a summary and sets a new
+due time, a delay after its own time, as if the detail had just been
+computed. So under a load that the worker can only just follow, the
+details run at the rate their share allows and new data does not wait
+behind them; a closed window and a short queue still get full refreshes.
+
 A fleet's windows all open at the same boundary: under that backlog their
 first refreshes are summaries, all within the time the backlog takes to
 drain. With the same delay for every window, their details would then fall
@@ -49,6 +57,7 @@ def detail_due(
     detail_due_at: datetime | None,
     detail_interval_seconds: float,
     backlog: bool = True,
+    budget_allows: bool = True,
 ) -> bool:
     """Whether the refresh claimed at ``now`` computes the detail tier (a full refresh).
 
@@ -65,10 +74,13 @@ def detail_due(
     backlog : bool
         The claim took a whole group (more windows were waiting); False makes
         the refresh full.
+    budget_allows : bool
+        The worker's detail budget has room (:mod:`app.services.detail_budget`);
+        False defers a detail due by its time alone.
     """
     if not backlog or detail_interval_seconds <= 0 or now >= window_end:
         return True
-    return detail_due_at is not None and detail_due_at <= now
+    return detail_due_at is not None and detail_due_at <= now and budget_allows
 
 
 DETAIL_SPREAD = 0.5
@@ -101,8 +113,11 @@ def next_detail_due(
     and the window's end: the detail lags the data by at most the interval
     after the first change it does not include, and refreshes of a busy
     window do not postpone it. ``phase`` (:func:`detail_phase`, in [0, 1))
-    sets the delay: the interval times ``1 - DETAIL_SPREAD * phase``.
+    sets the delay: the interval times ``1 - DETAIL_SPREAD * phase``. A due
+    time already passed belongs to a deferred detail and is replaced.
     """
     delay = detail_interval_seconds * (1.0 - DETAIL_SPREAD * phase)
     due = min(now + timedelta(seconds=delay), window_end)
-    return due if detail_due_at is None else min(due, detail_due_at)
+    if detail_due_at is None or detail_due_at <= now:
+        return due
+    return min(due, detail_due_at)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from app.db.models import Model
 from app.db.queue import Claim
 from app.db.session import BINARY_RESULTS, write_transaction
 from app.services.deltas import Delta, Folded, aggregate_columns, exact_of, fold
+from app.services.detail_budget import DetailBudget
 from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
 from app.services.reference_cache import Period, ReferenceCache
@@ -156,9 +158,11 @@ def compute_claimed(
     cache: ReferenceCache,
     *,
     detail_interval_seconds: float = 0.0,
+    budget: DetailBudget | None = None,
 ) -> WindowResult:
     """Load the window's drift reference (read-only) and compute its result: full when
-    its detail is due (:func:`app.services.refresh_tier.detail_due`), else the summary."""
+    its detail is due (:func:`app.services.refresh_tier.detail_due`, with room in the
+    worker's ``budget``, if given), else the summary."""
     claim, model = claimed.claim, claimed.model
     period = reference_period(model, claim.window_start)
     reference = None
@@ -178,6 +182,7 @@ def compute_claimed(
             detail_due_at=claimed.detail_due_at,
             detail_interval_seconds=detail_interval_seconds,
             backlog=claimed.backlog,
+            budget_allows=budget is None or budget.allows(),
         ),
     )
 
@@ -215,19 +220,25 @@ def compute_or_error(
     cache: ReferenceCache,
     *,
     detail_interval_seconds: float = 0.0,
+    budget: DetailBudget | None = None,
 ) -> Computed:
     """Compute a claimed window; a failing computation is returned as an error.
 
     ``detail_interval_seconds`` (the worker setting; 0: every refresh is full)
-    bounds how long the detail tier lags the data (app/services/refresh_tier.py).
+    bounds how long the detail tier lags the data (app/services/refresh_tier.py);
+    ``budget`` (the worker's, if given) defers due details while they took
+    more than their share of its time, and accounts this computation.
     A database error propagates (infrastructure, not the window: the loop
     backs off). Any other error is logged and kept: the computation is
     deterministic, so the window is stored as an error and not retried until
     its aggregate changes.
     """
     interval = detail_interval_seconds
+    started = time.perf_counter()
     try:
-        result = compute_claimed(session, claimed, cache, detail_interval_seconds=interval)
+        result = compute_claimed(
+            session, claimed, cache, detail_interval_seconds=interval, budget=budget
+        )
     except Exception as exc:
         if _is_database_error(exc):
             raise
@@ -238,6 +249,8 @@ def compute_or_error(
             claimed.claim.window_start.isoformat(),
         )
         return Computed(claimed, None, f"{type(exc).__name__}: {exc}")
+    if budget is not None:
+        budget.record(time.perf_counter() - started, detail=result.detail)
     if result.detail:
         return Computed(claimed, result)
     due = next_detail_due(
@@ -358,13 +371,14 @@ def refresh_group(
     should_stop: Callable[[], bool] = lambda: False,
     *,
     detail_interval_seconds: float = 0.0,
+    budget: DetailBudget | None = None,
 ) -> list[Outcome]:
     """Compute a claimed group window by window (no transaction open), then persist
     it in one transaction (:func:`persist_group`).
 
     Once ``should_stop()`` is true (checked before each window), the windows
     not computed yet are released in that transaction and the computed ones
-    are stored. ``detail_interval_seconds``: see :func:`compute_or_error`.
+    are stored. ``detail_interval_seconds`` and ``budget``: see :func:`compute_or_error`.
     """
     interval = detail_interval_seconds
     computed: list[Computed] = []
@@ -373,7 +387,9 @@ def refresh_group(
             if should_stop():
                 break
             computed.append(
-                compute_or_error(session, claimed, cache, detail_interval_seconds=interval)
+                compute_or_error(
+                    session, claimed, cache, detail_interval_seconds=interval, budget=budget
+                )
             )
     return persist_group(session, computed, group[len(computed) :])
 

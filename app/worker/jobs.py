@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.queue import database_now
 from app.db.retention import delete_batches_received_before
 from app.db.session import write_transaction
+from app.services.detail_budget import DetailBudget
 from app.services.reference_cache import REFERENCE_CACHE_MB, ReferenceCache
 from app.services.window_refresh import (
     ClaimedWindow,
@@ -59,6 +60,9 @@ class DatabaseJobs:
         refresh is full; app/services/refresh_tier.py).
     reference_cache_mb : float
         Bound of the cache of summed drift references (MiB).
+    detail_share : float
+        Most of the worker's computing time that detail refreshes may take
+        under a backlog (app/services/detail_budget.py; 1: no bound).
     """
 
     def __init__(
@@ -72,6 +76,7 @@ class DatabaseJobs:
         claim_group_size: int = 1,
         detail_interval_seconds: float = 0.0,
         reference_cache_mb: float = REFERENCE_CACHE_MB,
+        detail_share: float = 1.0,
     ) -> None:
         self.session_factory = session_factory
         self.lease_seconds = lease_seconds
@@ -81,6 +86,7 @@ class DatabaseJobs:
         self.claim_group_size = claim_group_size
         self.detail_interval_seconds = detail_interval_seconds
         self.cache = ReferenceCache(reference_cache_mb * 2**20)
+        self.budget = DetailBudget(detail_share)
         self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
         self._next_housekeeping = time.monotonic()
         self.batches_deleted = 0
@@ -123,6 +129,7 @@ class DatabaseJobs:
                 self.cache,
                 should_stop=stop.is_set if stop else lambda: False,
                 detail_interval_seconds=self.detail_interval_seconds,
+                budget=self.budget,
             )
         for outcome in outcomes:
             self.outcomes[outcome] += 1

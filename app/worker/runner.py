@@ -45,6 +45,7 @@ def build_loop(
         claim_group_size=worker_settings.claim_group_size,
         detail_interval_seconds=worker_settings.detail_interval_seconds,
         reference_cache_mb=worker_settings.reference_cache_mb,
+        detail_share=worker_settings.detail_share,
     )
     return WorkerLoop(
         jobs,

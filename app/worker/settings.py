@@ -61,6 +61,15 @@ class WorkerSettings(BaseSettings):
         "intervals) behind its data while the window is open: other refreshes compute "
         "the summary only; a closed window gets one full refresh; 0: every refresh is full",
     )
+    detail_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="most of the worker's computing time that detail refreshes may take "
+        "while it is behind: past it, a detail due by its time alone is deferred (a "
+        "summary refresh and a new due time) so that new data does not wait behind "
+        "details; closed windows and a short queue are not affected; 1: no bound",
+    )
     reference_cache_mb: float = Field(
         default=256.0,
         ge=0,

@@ -22,6 +22,7 @@ from app.config import Settings
 from app.db import queue
 from app.db.models import ALL_SEGMENTS, WindowAggregate
 from app.db.session import write_transaction
+from app.services.detail_budget import DetailBudget
 from app.services.model_config import ModelConfig
 from app.services.reference_cache import ReferenceCache
 from app.services.refresh_tier import DETAIL_SPREAD, detail_phase
@@ -39,7 +40,9 @@ OPEN = "1w"
 """A window that stays open through the test (the current week)."""
 
 
-def refresh(factory: sessionmaker[Session], interval: float = INTERVAL) -> ClaimedWindow | None:
+def refresh(
+    factory: sessionmaker[Session], interval: float = INTERVAL, budget: DetailBudget | None = None
+) -> ClaimedWindow | None:
     """Claim the next window and refresh it as the worker does; None when none is claimable.
 
     Groups of one: a claim always takes a whole group, so the tiers apply as under a
@@ -49,7 +52,9 @@ def refresh(factory: sessionmaker[Session], interval: float = INTERVAL) -> Claim
         group = claim_windows(session, lease_seconds=30.0)
         if not group:
             return None
-        refresh_group(session, group, ReferenceCache(), detail_interval_seconds=interval)
+        refresh_group(
+            session, group, ReferenceCache(), detail_interval_seconds=interval, budget=budget
+        )
         return group[0]
 
 
@@ -248,3 +253,34 @@ def test_a_short_queue_refreshes_in_full_and_a_backlog_in_summaries(
         assert (stored.detail_version is not None) is full
         (row,) = aggregate_rows(factory, model_id)
         assert (row.detail_due_at is None) is full  # a summary sets the due time
+
+
+def test_a_spent_detail_budget_defers_a_due_detail_to_a_new_due_time(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    model = register_model(factory, window=OPEN)
+    (start,) = window_starts(model, 1)
+    rng = np.random.default_rng(43)
+    post_batch(factory, model, settings, at=utcnow(), rng=rng, n=2_000)
+    assert refresh(factory) is not None  # a summary: the detail is due later
+    set_due(factory, model, start, utcnow() - timedelta(seconds=1))
+    post_batch(factory, model, settings, at=utcnow(), rng=rng, n=500)
+
+    spent = DetailBudget(0.5)
+    spent.record(1.0, detail=True)  # all of the worker's time went to details
+    deferred = refresh(factory, budget=spent)
+    assert deferred is not None and deferred.batch_ids  # the new data is folded ...
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    assert stored.aggregate_version == 2 and stored.curves is None  # ... as a summary
+    (row,) = aggregate_rows(factory, model.id)
+    delay = INTERVAL * (1 - DETAIL_SPREAD * detail_phase(*deferred.claim.key))
+    assert row.detail_due_at == deferred.claim.claimed_at + timedelta(seconds=delay)
+    assert spent.total_seconds > spent.detail_seconds  # the summary was accounted
+    assert refresh(factory, budget=spent) is None  # not claimable again before then
+
+    set_due(factory, model, start, utcnow() - timedelta(seconds=1))
+    room = DetailBudget(0.5)
+    assert refresh(factory, budget=room) is not None
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    assert stored.curves is not None and stored.detail_version == 2
+    assert room.detail_seconds == room.total_seconds > 0.0
