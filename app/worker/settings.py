@@ -62,7 +62,7 @@ class WorkerSettings(BaseSettings):
         "the summary only; a closed window gets one full refresh; 0: every refresh is full",
     )
     detail_share: float = Field(
-        default=0.5,
+        default=0.25,
         gt=0,
         le=1,
         description="most of the worker's computing time that detail refreshes may take "

@@ -55,7 +55,7 @@ def test_a_share_of_one_never_defers_and_the_share_is_checked() -> None:
     for share in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError, match="share"):
             DetailBudget(share)
-    assert WorkerSettings().detail_share == 0.5
+    assert WorkerSettings().detail_share == 0.25
 
 
 T0 = datetime(2026, 11, 26, 10, tzinfo=UTC)
