@@ -58,6 +58,17 @@ def refresh(
         return group[0]
 
 
+def open_window(
+    factory: sessionmaker[Session], settings: Settings, seed: int
+) -> tuple[ModelConfig, datetime, np.random.Generator]:
+    """A model with one open window holding a batch of 2,000 rows: (model, start, rng)."""
+    model = register_model(factory, window=OPEN)
+    (start,) = window_starts(model, 1)
+    rng = np.random.default_rng(seed)
+    post_batch(factory, model, settings, at=utcnow(), rng=rng, n=2_000)
+    return model, start, rng
+
+
 def set_due(
     factory: sessionmaker[Session], model: ModelConfig, start: datetime, due: datetime
 ) -> None:
@@ -107,10 +118,7 @@ def test_an_open_window_gets_a_summary_then_its_detail_when_due(
 def test_a_summary_keeps_the_previous_detail_with_its_stamp(
     factory: sessionmaker[Session], settings: Settings
 ) -> None:
-    model = register_model(factory, window=OPEN)
-    (start,) = window_starts(model, 1)
-    rng = np.random.default_rng(42)
-    post_batch(factory, model, settings, at=utcnow(), rng=rng, n=2_000)
+    model, start, rng = open_window(factory, settings, 42)
     assert refresh(factory, interval=0.0) is not None  # full
     before = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
     assert before.detail_version == 1 and before.curves is not None
@@ -258,10 +266,7 @@ def test_a_short_queue_refreshes_in_full_and_a_backlog_in_summaries(
 def test_a_spent_detail_budget_defers_a_due_detail_to_a_new_due_time(
     factory: sessionmaker[Session], settings: Settings
 ) -> None:
-    model = register_model(factory, window=OPEN)
-    (start,) = window_starts(model, 1)
-    rng = np.random.default_rng(43)
-    post_batch(factory, model, settings, at=utcnow(), rng=rng, n=2_000)
+    model, start, rng = open_window(factory, settings, 43)
     assert refresh(factory) is not None  # a summary: the detail is due later
     set_due(factory, model, start, utcnow() - timedelta(seconds=1))
     post_batch(factory, model, settings, at=utcnow(), rng=rng, n=500)
