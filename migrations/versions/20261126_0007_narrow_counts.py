@@ -54,11 +54,14 @@ def upgrade() -> None:
 
 
 def _widened(value: bytes | None) -> bytes | None:
-    """Raw ``<i8`` bytes of a narrowed value; any other value as it is."""
-    if value is None or not bytes(value).startswith(MARKER):
+    """Raw ``<i8`` bytes of a narrowed value; any other value as it is.
+
+    The form is read here, not through ``app.db.types``: this downgrade must
+    keep reading the form of revision 0007 whatever the service writes later.
+    """
+    if value is None or not value.startswith(MARKER):
         return value
-    data = bytes(value)
-    counts = np.frombuffer(data, dtype=WIDTHS[data[len(MARKER)]], offset=len(MARKER) + 1)
+    counts = np.frombuffer(value, dtype=WIDTHS[value[len(MARKER)]], offset=len(MARKER) + 1)
     return counts.astype("<i8").tobytes()
 
 

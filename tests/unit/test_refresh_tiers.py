@@ -3,6 +3,8 @@ compute_window_result, the stored document's carried detail and the SLA fallback
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -109,9 +111,6 @@ def test_window_phases_are_fixed_by_the_key_and_spread_evenly() -> None:
 
 def test_the_phase_does_not_depend_on_the_process() -> None:
     """A hash of the key's text, not Python's salted ``hash``: another interpreter agrees."""
-    import subprocess
-    import sys
-
     code = (
         "from datetime import datetime, UTC; from app.services.refresh_tier import detail_phase; "
         "print(repr(detail_phase(7, 'seg-3', datetime(2026, 11, 26, 10, tzinfo=UTC))))"
