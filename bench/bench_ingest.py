@@ -17,7 +17,7 @@ endpoint that stores a batch must pay).
 
 Both on SQLite and on PostgreSQL (skipped if unreachable); ratio target >= 0.5.
 
-Usage: ``python bench/bench_ingest.py [--rows 100000] [--batches 8] [--backends sqlite,postgres]``
+Usage: ``python bench/bench_ingest.py [--rows 100000] [--batches 16] [--backends sqlite,postgres]``
 or ``python bench/bench_ingest.py --small [--batches 400]``.
 Every loop is bounded; the servers are stopped and temporary databases removed.
 """
@@ -228,26 +228,27 @@ def bench_backend(backend: str, rows: int, batches: int, rounds: int) -> None:
             for clients in (1, 4):
                 per_client = max(1, batches // clients)
                 n_rows = rows * clients * per_client
-                # alternate the two endpoints and keep each one's best round: other
-                # processes on the machine slow a round down, never speed it up
-                ceiling = ingest = float("inf")
+                # alternate the two endpoints round by round: other processes on the
+                # machine slow a round down, never speed it up, so the best round of
+                # each is its speed; the median ratio of the rounds shows the spread
+                ceilings, ingests = [], []
                 for _ in range(rounds):
-                    ceiling = min(
-                        ceiling,
-                        run_clients(f"{base}/bench/parse", headers, bodies, clients, per_client),
+                    ceilings.append(
+                        run_clients(f"{base}/bench/parse", headers, bodies, clients, per_client)
                     )
-                    ingest = min(
-                        ingest,
+                    ingests.append(
                         run_clients(
                             f"{base}/v1/models/bench/batches", headers, bodies, clients, per_client
-                        ),
+                        )
                     )
-                ceiling_rate, ingest_rate = n_rows / ceiling, n_rows / ingest
+                ceiling_rate, ingest_rate = n_rows / min(ceilings), n_rows / min(ingests)
+                ratios = np.array(ceilings) / np.array(ingests)
                 print(
                     f"  {backend:8s} clients={clients}  body={mb:.1f} MB  "
                     f"ceiling {ceiling_rate / 1e6:6.2f} M rows/s   "
                     f"ingest {ingest_rate / 1e6:6.2f} M rows/s   "
-                    f"ratio {ingest_rate / ceiling_rate:5.2f}  "
+                    f"ratio {ingest_rate / ceiling_rate:5.2f} (rounds: median "
+                    f"{np.median(ratios):.2f}, {ratios.min():.2f}-{ratios.max():.2f})  "
                     f"({clients * per_client} batches x {rounds} rounds)"
                 )
 
@@ -326,9 +327,9 @@ def main() -> None:
     parser.add_argument("--serve", metavar="DATABASE_URL", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--rows", type=int, default=100_000, help="rows per batch")
-    parser.add_argument("--batches", type=int, default=8, help="batches per configuration")
+    parser.add_argument("--batches", type=int, default=16, help="batches per round")
     parser.add_argument(
-        "--rounds", type=int, default=3, help="rounds per configuration (best kept)"
+        "--rounds", type=int, help="rounds per configuration, best kept (default 5; --small 3)"
     )
     parser.add_argument("--backends", default="sqlite,postgres")
     parser.add_argument("--small", action="store_true", help="100-row batches, 8 clients")
@@ -339,8 +340,9 @@ def main() -> None:
         serve(args.serve, args.port, args.embedded_worker)
         return
     if args.small:
+        args.rounds = args.rounds or 3
         rows = 100 if args.rows == 100_000 else args.rows
-        batches = 400 if args.batches == 8 else args.batches
+        batches = 400 if args.batches == 16 else args.batches
         print(
             f"bench_ingest --small: {rows} rows per batch, {args.clients} clients, "
             f"{batches} batches per round, best of {args.rounds} rounds, a worker running "
@@ -349,6 +351,7 @@ def main() -> None:
         for backend in args.backends.split(","):
             bench_small(backend.strip(), rows, batches, args.clients, args.rounds)
         return
+    args.rounds = args.rounds or 5
     print(
         f"bench_ingest: {args.rows:,} rows per batch, {args.batches} batches per round, "
         f"best of {args.rounds} rounds (ratio = ingest / parse-only ceiling, target >= 0.5)"

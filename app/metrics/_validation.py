@@ -35,22 +35,29 @@ def check_scores_labels(
         raise InvalidInput("scores", "must not be empty")
     if s.shape != y.shape:
         raise InvalidInput("labels", f"has length {y.shape[0]} but scores has length {s.shape[0]}")
-    if not np.all(np.isfinite(s)):
-        raise InvalidInput("scores", f"element {int(np.argmin(np.isfinite(s)))} is not finite")
-    bad = (s < 0.0) | (s > 1.0)
-    if bad.any():
-        i = int(np.argmax(bad))
+    # Two reductions decide for every valid input (NaN propagates through min
+    # and max); the element-wise masks that name the culprit are built only
+    # for a refused array.
+    if not (s.min() >= 0.0 and s.max() <= 1.0):
+        finite = np.isfinite(s)
+        if not finite.all():
+            raise InvalidInput("scores", f"element {int(np.argmin(finite))} is not finite")
+        i = int(np.argmax((s < 0.0) | (s > 1.0)))
         raise InvalidInput("scores", f"element {i} is {float(s[i])!r}, outside [0, 1]")
     if y.dtype == np.bool_:
         return s, y
-    yf = y.astype(np.float64, copy=False) if y.dtype.kind in "iufb" else None
-    if yf is None:
+    if y.dtype.kind in "iu":  # the JSON parsers' labels: exact, no float copy needed
+        if y.min() >= 0 and y.max() <= 1:
+            return s, y.astype(np.bool_)
+        i = int(np.argmax((y < 0) | (y > 1)))
+        raise InvalidInput("labels", f"element {i} is {y[i].item()!r}; labels must be 0 or 1")
+    if y.dtype.kind != "f":
         raise InvalidInput("labels", "must be numbers 0 or 1")
-    bad = (yf != 0.0) & (yf != 1.0)
+    bad = (y != 0.0) & (y != 1.0)
     if bad.any():
         i = int(np.argmax(bad))
         raise InvalidInput("labels", f"element {i} is {y[i].item()!r}; labels must be 0 or 1")
-    return s, yf == 1.0
+    return s, y == 1.0
 
 
 def check_probability(name: str, value: float, *, open_interval: bool = True) -> float:

@@ -125,7 +125,11 @@ def histogram_counts(
 
 
 def _sorted_bin_counts(values: Array, edges: Array) -> npt.NDArray[np.int64]:
-    """Counts of ``values`` (in [0, 1]) per bin [edges[j], edges[j+1]), last bin closed."""
-    below = np.searchsorted(np.sort(values), edges, side="left")  # below[k] = #{v < edges[k]}
+    """Counts of ``values`` (in [0, 1]) per bin [edges[j], edges[j+1]), last bin closed.
+
+    ``values`` is a copy of the caller's (a boolean selection): sorted in place.
+    """
+    values.sort()
+    below = np.searchsorted(values, edges, side="left")  # below[k] = #{v < edges[k]}
     below[-1] = values.size  # every value is <= edges[-1] = 1.0: the last bin is closed
-    return np.diff(below).astype(np.int64)
+    return np.diff(below)

@@ -51,16 +51,20 @@ class ProbabilitySums:
         0.2
         """
         s, y = check_scores_labels(scores, labels)
-        p_true = np.where(y, s, 1.0 - s)  # probability given to the actual class
+        one_minus = 1.0 - s
+        p_true = np.where(y, s, one_minus)  # probability given to the actual class
+        miss = np.where(y, one_minus, s)  # |y - s|, the root of the Brier term
         # clipping p or p_true to [eps, 1 − eps] is the same; p_true keeps 1e-15 exact
-        p_true_clipped = np.clip(p_true, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS)
+        np.clip(p_true, LOG_LOSS_EPS, 1.0 - LOG_LOSS_EPS, out=p_true)
+        log_loss_sum = -float(np.sum(np.log(p_true, out=p_true)))
         score_sum_positive = float(np.sum(s, where=y))
         positives = float(np.count_nonzero(y))
         return cls(
             positives=positives,
             negatives=float(s.size) - positives,
-            brier_sum=float(np.sum(np.square(1.0 - p_true))),
-            log_loss_sum=float(-np.sum(np.log(p_true_clipped))),
+            # not np.dot: a BLAS call wakes OpenBLAS threads that then spin
+            brier_sum=float(np.sum(np.square(miss, out=miss))),
+            log_loss_sum=log_loss_sum,
             score_sum_positive=score_sum_positive,
             score_sum_negative=float(np.sum(s)) - score_sum_positive,
         )

@@ -331,6 +331,32 @@ def test_fast_path_takes_plain_batches_and_declines_the_rest() -> None:
         assert _fast_scores_document(body) is None, body
 
 
+def test_fast_path_reuses_its_parsers_without_mixing_documents(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from app.services import batch_parsing
+
+    monkeypatch.setattr(batch_parsing, "_IDLE_PARSERS", [])
+    rng = np.random.default_rng(7)
+    docs = []
+    for size in (5, 300, 2):  # a smaller document after a larger one reuses its buffers
+        scores = rng.random(size)
+        labels = rng.integers(0, 2, size)
+        body = orjson.dumps({"scores": scores.tolist(), "labels": labels.tolist()})
+        docs.append((batch_parsing._fast_scores_document(body), scores, labels))
+        assert len(batch_parsing._IDLE_PARSERS) == 1  # one parser, returned after each use
+    for doc, scores, labels in docs:  # every result keeps its own values
+        assert doc is not None
+        np.testing.assert_array_equal(doc["scores"], scores)
+        np.testing.assert_array_equal(doc["labels"], labels)
+    # a declined body returns the parser too; a body above the size cap drops it
+    assert batch_parsing._fast_scores_document(b'{"scores": [0.5], "labels": [1.5]}') is None
+    assert len(batch_parsing._IDLE_PARSERS) == 1
+    monkeypatch.setattr(batch_parsing, "POOLED_PARSER_MAX_BYTES", 10)
+    assert batch_parsing._fast_scores_document(b'{"scores": [0.5], "labels": [1]}') is not None
+    assert batch_parsing._IDLE_PARSERS == []
+
+
 def test_declined_bodies_get_the_general_answer() -> None:
     with pytest.raises(InvalidInput) as info:
         _parse({"timestamp": GOOD_TS, "scores": [[0.5], 0.25], "labels": [1, 0]})

@@ -23,6 +23,11 @@ from app.metrics._validation import (
         ([0.1, np.nan], [1, 0], "scores", "element 1 is not finite"),
         ([0.1, 1.5], [1, 0], "scores", r"outside \[0, 1\]"),
         ([0.1, 0.2], [1, 2], "labels", "must be 0 or 1"),
+        ([0.1, 0.2, 0.3], np.array([0, 1, -1]), "labels", "element 2 is -1;"),
+        ([0.1, 0.2], np.array([1, 7], dtype=np.uint8), "labels", "element 1 is 7;"),
+        ([0.1, 0.2], [0.0, 0.5], "labels", "element 1 is 0.5;"),
+        ([0.1, -np.inf], [1, 0], "scores", "element 1 is not finite"),
+        ([0.5, -0.25, 2.0], [1, 0, 1], "scores", r"element 1 is -0.25, outside"),
         ([0.1, 0.2], ["a", "b"], "labels", "numbers 0 or 1"),
     ],
 )
@@ -39,6 +44,9 @@ def test_scores_and_labels_are_normalised() -> None:
     assert s.dtype == np.float64 and y.dtype == np.bool_
     s, y = check_scores_labels([0.2, 0.4], [1.0, 0.0])
     assert y.tolist() == [True, False]
+    for integers in (np.array([1, 0, 1]), np.array([1, 0, 1], dtype=np.uint8)):
+        s, y = check_scores_labels([0.0, -0.0, 1.0], integers)
+        assert y.dtype == np.bool_ and y.tolist() == [True, False, True]
 
 
 @pytest.mark.parametrize("value", ["abc", None, float("nan"), 0.0, 1.0, -0.1])
