@@ -102,9 +102,9 @@ def _has_exactly_two(body: bytes, char: bytes) -> bool:
 POOLED_PARSERS = 2
 """Idle simdjson parsers kept for reuse. A parser keeps the buffers of the
 largest document it parsed; reusing one spares a new parser's first touch of
-them (about a sixth of the parse time of a 100k-row body on the development
-machine). The parse holds the GIL, so two cover the requests of a process;
-more at once create more, dropped when returned."""
+them (about a quarter of the parse time of a 100k-row body on the
+development machine). The parse holds the GIL, so two cover the requests of
+a process; more at once create more, dropped when returned."""
 
 POOLED_PARSER_MAX_BYTES = 4 * 1024 * 1024
 """A parser that read a larger body is dropped, not pooled: a parser holds
