@@ -28,6 +28,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    null,
     select,
     true,
     union_all,
@@ -73,15 +74,25 @@ class ExampleTotals:
     Attributes
     ----------
     window_counts : examples of each aggregate of the window, in the order asked.
-    model_total : examples of the model's all-traffic windows, summed as
-        floating point, which cannot overflow (an integer SUM raises on SQLite
-        past 2^63); exact to a few parts in 10^16, enough for a ceiling.
+    model_folded : examples in the model's all-traffic aggregates (read, or the
+        value the caller gave: see :func:`read_admission`).
+    model_unfolded : examples in the model's unfolded all-traffic deltas.
     missing : the aggregates of the window that do not exist yet.
+
+    The model's sums are floating point, which cannot overflow (an integer
+    SUM raises on SQLite past 2^63); exact to a few parts in 10^16, enough
+    for a ceiling.
     """
 
     window_counts: list[int]
-    model_total: float
+    model_folded: float
+    model_unfolded: float
     missing: list[str]
+
+    @property
+    def model_total(self) -> float:
+        """Examples of the model's all-traffic windows, folded or not."""
+        return self.model_folded + self.model_unfolded
 
 
 @dataclass(frozen=True)
@@ -106,14 +117,16 @@ class WindowKey:
 
 
 @functools.cache
-def _example_totals_statement() -> CompoundSelect[Any]:
-    """The statement of :class:`ExampleTotals`, built once (its values are bound).
+def _example_totals_statement(model_folded: bool) -> CompoundSelect[Any]:
+    """The statement of :class:`ExampleTotals`, built once per shape (its values are bound).
 
     One statement, a plain read (no lock): a batch committed meanwhile is not
     seen, which the headroom of the count ceilings absorbs
     (app/services/count_limits.py). The ``kind`` column tells the aggregates'
     rows (0) from the deltas' (1), so that the caller knows which aggregate
-    rows must still be created.
+    rows must still be created. ``model_folded``: whether to sum the model's
+    all-traffic aggregates, one row per window of the model (the reason a
+    caller may pass that sum instead).
     """
     parts = []
     tables: tuple[type[WindowAggregate] | type[BatchDelta], ...] = (WindowAggregate, BatchDelta)
@@ -124,7 +137,7 @@ def _example_totals_statement() -> CompoundSelect[Any]:
                 literal(kind),
                 table.segment,
                 func.sum(table.n + table.n_unlabelled),
-                literal(None, Float),
+                cast(null(), Float),  # typed: the first rows of the union may all be these
             )
             .where(
                 table.model_id == model_id,
@@ -133,6 +146,8 @@ def _example_totals_statement() -> CompoundSelect[Any]:
             )
             .group_by(table.segment)
         )
+        if table is WindowAggregate and not model_folded:
+            continue
         parts.append(
             select(
                 literal(kind),
@@ -144,19 +159,22 @@ def _example_totals_statement() -> CompoundSelect[Any]:
     return union_all(*parts)
 
 
-def _example_totals_of(rows: Iterable[Any], segments: Sequence[str]) -> ExampleTotals:
+def _example_totals_of(
+    rows: Iterable[Any], segments: Sequence[str], model_folded: float | None
+) -> ExampleTotals:
     counts: dict[str, int] = dict.fromkeys(segments, 0)
     existing: set[str] = set()
-    model_total = 0.0
+    model_sums = [0.0, 0.0]  # folded, unfolded
     for kind, segment, n, total in rows:
         if segment is None:
-            model_total += float(total or 0.0)
+            model_sums[kind] += float(total or 0.0)
             continue
         counts[segment] += int(n or 0)
         if kind == 0:
             existing.add(segment)
     missing = [s for s in segments if s not in existing]
-    return ExampleTotals(list(counts.values()), model_total, missing)
+    folded = model_sums[0] if model_folded is None else model_folded
+    return ExampleTotals(list(counts.values()), folded, model_sums[1], missing)
 
 
 def ensure_window_aggregates(
@@ -349,10 +367,14 @@ def read_admission(
     key: str | None = None,
     window: WindowKey | None = None,
     credential: CachedCredential | None = None,
+    model_folded: float | None = None,
 ) -> Admission:
     """Everything a batch's admission reads, in the session's transaction: try the
     advisory lock ``lock_id`` (PostgreSQL), look ``key`` up, read the window's
     :class:`ExampleTotals`, check ``credential`` (each if given).
+
+    ``model_folded``: the model's folded total, if the caller knows it (a recent
+    read): its sum over every window of the model is then not read again.
 
     On PostgreSQL the statements go in one round trip (psycopg pipeline mode).
     The server runs them in order, each with its own snapshot, so the lookup
@@ -365,7 +387,8 @@ def read_admission(
     if key is not None:
         reads.append((_FIND_ANSWER, {"model_id": model_id, "key": key}))
     if window is not None:
-        reads.append((_example_totals_statement(), window.params(model_id)))
+        statement = _example_totals_statement(model_folded=model_folded is None)
+        reads.append((statement, window.params(model_id)))
     if credential is not None:
         token_hash = credential.token_hash
         reads.append((_CREDENTIAL_STATE, {"model_id": model_id, "token_hash": token_hash}))
@@ -378,7 +401,9 @@ def read_admission(
     if key is not None and found is not None:
         response = found[1] if isinstance(found[1], dict) else orjson.loads(found[1])
         answer = StoredAnswer(key, str(found[0]), response)
-    totals = None if window is None else _example_totals_of(next(results), window.segments)
+    totals = None
+    if window is not None:
+        totals = _example_totals_of(next(results), window.segments, model_folded)
     holds = True
     if credential is not None:
         updated_at, active_keys = next(results)[0]

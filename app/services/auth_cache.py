@@ -20,12 +20,9 @@ every time), per engine, so two apps over two databases never share entries.
 
 from __future__ import annotations
 
-import threading
-import time
-import weakref
-from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+
+from app.services.engine_cache import EngineCache
 
 TTL_SECONDS = 2.0
 """How long an entry is kept (each use is checked again against the database)."""
@@ -39,43 +36,5 @@ class CachedKey:
     scopes: frozenset[str]
 
 
-class AuthCache:
-    """Entries per engine, each trusted for ``ttl`` seconds of ``clock``.
-
-    A generation counter, bumped by :meth:`clear`, keeps a lookup that raced
-    with a revocation from storing what it read before the revocation.
-    """
-
-    def __init__(self, ttl: float = TTL_SECONDS, clock: Callable[[], float] = time.monotonic):
-        self._ttl = ttl
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._entries: weakref.WeakKeyDictionary[Any, dict[Hashable, tuple[float, Any]]] = (
-            weakref.WeakKeyDictionary()
-        )
-        self.generation = 0
-
-    def get(self, engine: Any, key: Hashable) -> Any | None:
-        """The live entry ``key`` of ``engine``, or None."""
-        with self._lock:
-            entry = self._entries.get(engine, {}).get(key)
-        if entry is None or entry[0] < self._clock():
-            return None
-        return entry[1]
-
-    def put(self, engine: Any, key: Hashable, value: Any, generation: int) -> None:
-        """Store ``value`` unless the cache was cleared since ``generation`` was read."""
-        with self._lock:
-            if generation == self.generation:
-                entries = self._entries.setdefault(engine, {})
-                entries[key] = (self._clock() + self._ttl, value)
-
-    def clear(self) -> None:
-        """Forget every entry (a key was revoked or a model changed)."""
-        with self._lock:
-            self.generation += 1
-            self._entries.clear()
-
-
-AUTH_CACHE = AuthCache()
+AUTH_CACHE = EngineCache(ttl=TTL_SECONDS)
 """The process's cache (read by app/api/routes/batches.py)."""

@@ -10,14 +10,21 @@ Three ceilings, one per sum a batch increases:
   deltas (a plain read, no lock: app/db/queries.py ``ExampleTotals``).
 * :data:`MAX_MODEL_COUNT` (2^62): the examples of one model over all its
   windows (the ``priorwatch_batch_rows_total``-style totals of the exporter).
-  Checked at ingest against the sum of the model's all-traffic windows.
+  Checked at ingest against the sum of the model's all-traffic windows: its
+  unfolded deltas, read with every batch, plus its folded aggregates, one
+  row per window, which a process reads at most every
+  :data:`FOLDED_TOTAL_TTL_SECONDS` per model (so the cost of a batch does not
+  grow with the model's history; app/services/ingestion.py).
 
 The gap between the per-batch ceiling and the stored type (int64, 2^63) is
 headroom: the ingest check is a plain read, blind to the batches being
 stored at the same moment, and it would take 2^22 (four million) such
-concurrent batches of the largest size to pass int64 from a full window. A
-batch that would pass a ceiling is refused whole (422 naming the limit);
-nothing of it is stored.
+concurrent batches of the largest size to pass int64 from a full window. The
+same headroom covers a folded model total up to
+:data:`FOLDED_TOTAL_TTL_SECONDS` old (the batches folded since then are
+missed: four million batches of the largest size in that time). A batch
+that would pass a ceiling is refused whole (422 naming the limit); nothing
+of it is stored.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ MAX_WINDOW_COUNT = 2**53
 """Most examples in one window aggregate (all traffic or a segment)."""
 MAX_MODEL_COUNT = 2**62
 """Most examples of one model over all its windows."""
+FOLDED_TOTAL_TTL_SECONDS = 10.0
+"""How long a process reuses a model's folded example total for the model ceiling."""
 
 
 def check_batch_total(field: str, total: int) -> None:

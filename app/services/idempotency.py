@@ -95,12 +95,14 @@ def in_flight_guard(
     key: str | None,
     window: queries.WindowKey | None = None,
     credential: queries.CachedCredential | None = None,
+    model_folded: float | None = None,
 ) -> Iterator[queries.Admission]:
     """Hold (model, key) for the block, or raise :class:`RequestInFlight`.
 
     Yields the admission read (:func:`app.db.queries.read_admission`): the
     batch already stored with that key (for :func:`replay_response`), looked
-    up once the key is held; given ``window``, that window's totals; given
+    up once the key is held; given ``window``, that window's totals (with the
+    model's folded total ``model_folded`` if given, else read); given
     ``credential``, whether it still holds (:class:`StaleCredential` if not,
     before any answer about the key).
 
@@ -110,11 +112,15 @@ def in_flight_guard(
     in the same transaction.
     """
     bind = session.get_bind()
+    reads: dict[str, Any] = {
+        "key": key,
+        "window": window,
+        "credential": credential,
+        "model_folded": model_folded,
+    }
     if bind.dialect.name == "postgresql":
         lock_id = None if key is None else advisory_lock_id(model_id, key)
-        admission = queries.read_admission(
-            session, model_id, lock_id=lock_id, key=key, window=window, credential=credential
-        )
+        admission = queries.read_admission(session, model_id, lock_id=lock_id, **reads)
         _check_credential(admission)
         if not admission.locked:
             session.rollback()
@@ -122,9 +128,7 @@ def in_flight_guard(
         yield admission
         return
     with IN_FLIGHT.hold(str(bind.engine.url), model_id, key) if key is not None else nullcontext():
-        admission = queries.read_admission(
-            session, model_id, key=key, window=window, credential=credential
-        )
+        admission = queries.read_admission(session, model_id, **reads)
         _check_credential(admission)
         yield admission
 

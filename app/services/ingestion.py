@@ -11,7 +11,8 @@ Order of work for ``POST /v1/models/{name}/batches``:
    batch with that key -> its stored answer, same body, or 422, other body;
    nothing stored), the window's and the model's totals for the count
    ceilings, unfolded deltas included (app/services/count_limits.py; plain
-   reads, no lock), and the cached authorisation checked again (the route's
+   reads, no lock; the model's folded total from :data:`FOLDED_TOTALS`
+   while fresh), and the cached authorisation checked again (the route's
    key and model settings: :class:`~app.services.errors.StaleCredential`
    if either changed);
 4. one write transaction: create the window's aggregate rows if the read
@@ -47,8 +48,9 @@ from app.db.session import write_transaction
 from app.errors import InvalidInput
 from app.services import idempotency
 from app.services.batch_parsing import ParsedBatch, parse_batch
-from app.services.count_limits import check_room
+from app.services.count_limits import FOLDED_TOTAL_TTL_SECONDS, check_room
 from app.services.deltas import Delta
+from app.services.engine_cache import EngineCache
 from app.services.errors import MalformedBody
 from app.services.model_config import ModelConfig
 from app.services.windowing import isoformat_z
@@ -58,6 +60,11 @@ _HASHER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="priorwatch-body-
 the GIL on large inputs, so the hash of a 2 MB body (about 1.5 ms) runs on
 another core while this thread waits for the database and parses. (Parsing
 there too was measured slower: it holds the GIL; bench/bench_ingest.py.)"""
+
+FOLDED_TOTALS = EngineCache(ttl=FOLDED_TOTAL_TTL_SECONDS)
+"""Per model, its folded example total as last read by this process: the
+model ceiling's sum over every window of the model, read again once stale
+(app/services/count_limits.py)."""
 
 INLINE_HASH_BYTES = 64 * 1024
 """Bodies up to this size are hashed in the request's thread: a small body
@@ -204,10 +211,18 @@ def ingest_batch(
         if isinstance(parsed, IngestOutcome):
             return parsed
         rows = _rows(model, parsed, key, body_hash.result(), now)
-        with idempotency.in_flight_guard(session, model.id, key, rows.window, credential) as read:
+        engine = session.get_bind()
+        generation = FOLDED_TOTALS.generation
+        folded: float | None = FOLDED_TOTALS.get(engine, model.id)
+        guard = idempotency.in_flight_guard(
+            session, model.id, key, rows.window, credential, model_folded=folded
+        )
+        with guard as read:
             if read.answer is not None:
                 return _replay(read.answer, body_hash)
             assert read.totals is not None
+            if folded is None:
+                FOLDED_TOTALS.put(engine, model.id, read.totals.model_folded, generation)
             _check_room(parsed, read.totals)
             with write_transaction(session):
                 _store(session, model, rows, read.totals.missing, now)

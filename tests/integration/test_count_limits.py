@@ -12,7 +12,14 @@ from _worker_support import TEST_N_BINS, fold_pending
 from sqlalchemy.orm import Session
 
 from app.db.models import ALL_SEGMENTS, Batch, WindowAggregate
-from app.services.count_limits import MAX_BATCH_COUNT, MAX_MODEL_COUNT, MAX_WINDOW_COUNT
+from app.services import ingestion
+from app.services.count_limits import (
+    FOLDED_TOTAL_TTL_SECONDS,
+    MAX_BATCH_COUNT,
+    MAX_MODEL_COUNT,
+    MAX_WINDOW_COUNT,
+)
+from app.services.engine_cache import EngineCache
 from app.services.windowing import window_start
 
 PROBLEM = "application/problem+json"
@@ -133,6 +140,31 @@ def test_a_model_near_2_62_refuses_the_batch_that_would_pass_it(
     _refused(r, "confusion_matrix", f"2^62 = {MAX_MODEL_COUNT} per model")
     assert _stored(db_engine)[0] == 0
     assert api.post_batch("fraud", token, _cm(2**19)).status_code == 202
+
+
+def test_the_folded_model_total_is_reused_until_stale(
+    setup: tuple[Any, str], db_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process sums the model's aggregates (one row per window) at most once per
+    FOLDED_TOTAL_TTL_SECONDS; the batches in between read only the unfolded deltas."""
+    now = [0.0]
+    cache = EngineCache(ttl=FOLDED_TOTAL_TTL_SECONDS, clock=lambda: now[0])
+    monkeypatch.setattr(ingestion, "FOLDED_TOTALS", cache)
+    api, token = setup
+    assert api.post_batch("fraud", token, _cm(2**19)).status_code == 202  # reads the sum: 0
+    # windows written behind the cache's back (as by another process's folds)
+    folded = [MAX_MODEL_COUNT // 2, MAX_MODEL_COUNT // 2 - 2**20]
+    _insert_windows(db_engine, _model_id(db_engine), folded)
+    now[0] = FOLDED_TOTAL_TTL_SECONDS - 0.5
+    # the cached sum (0): accepted, though the stored total would refuse it
+    assert api.post_batch("fraud", token, _cm(2**20)).status_code == 202
+    now[0] = FOLDED_TOTAL_TTL_SECONDS + 0.5
+    # stale: the sum is read again; with the unfolded deltas (2^19 + 2^20) the
+    # model is past the ceiling, which one more example passes
+    r = api.post_batch("fraud", token, _cm(1))
+    _refused(r, "confusion_matrix", f"2^62 = {MAX_MODEL_COUNT} per model")
+    model_id = _model_id(db_engine)
+    assert cache.get(api.client.app.state.engine, model_id) == float(sum(folded))
 
 
 def _model_id(engine: sa.Engine) -> int:

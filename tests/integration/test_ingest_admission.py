@@ -85,7 +85,12 @@ def test_the_totals_read_with_the_key_and_without(
         )
     assert eu is not None and us is not None and later is not None
     assert eu.window_counts == [87, 80] and eu.missing == []
-    assert eu.model_total == 107.0
+    assert (eu.model_folded, eu.model_unfolded, eu.model_total) == (70.0, 37.0, 107.0)
+    with factory() as session:  # a caller that knows the folded total: only the rest is read
+        given = queries.read_admission(session, model.id, window=windows[0], model_folded=1e6)
+    assert given.totals is not None
+    assert (given.totals.model_folded, given.totals.model_unfolded) == (1e6, 37.0)
+    assert (given.totals.window_counts, given.totals.missing) == (eu.window_counts, eu.missing)
     assert us.window_counts == [87, 0] and us.missing == ["us"]
     assert later.window_counts == [0, 0] and later.missing == [ALL_SEGMENTS, "eu"]
 

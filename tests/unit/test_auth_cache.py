@@ -1,8 +1,10 @@
-"""AuthCache: entries expire after the TTL, clear() forgets them and refuses stale writes."""
+"""EngineCache, the class of the authorisation cache: entries expire after the
+TTL, clear() forgets them and refuses stale writes."""
 
 from __future__ import annotations
 
-from app.services.auth_cache import TTL_SECONDS, AuthCache
+from app.services.auth_cache import TTL_SECONDS
+from app.services.engine_cache import EngineCache
 
 
 class _Engine:
@@ -15,7 +17,7 @@ def test_ttl_bound_is_at_most_five_seconds() -> None:
 
 def test_entries_expire_after_the_ttl() -> None:
     now = [100.0]
-    cache = AuthCache(ttl=2.0, clock=lambda: now[0])
+    cache = EngineCache(ttl=2.0, clock=lambda: now[0])
     engine, other = _Engine(), _Engine()
     cache.put(engine, "k", 1, cache.generation)
     assert cache.get(engine, "k") == 1
@@ -27,7 +29,7 @@ def test_entries_expire_after_the_ttl() -> None:
 
 
 def test_clear_forgets_and_refuses_a_write_read_before_it() -> None:
-    cache = AuthCache()
+    cache = EngineCache(ttl=TTL_SECONDS)
     engine = _Engine()
     cache.put(engine, "k", 1, cache.generation)
     generation = cache.generation  # a lookup starts...
