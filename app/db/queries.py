@@ -117,14 +117,14 @@ class WindowKey:
 
 
 @functools.cache
-def _example_totals_statement(model_folded: bool) -> CompoundSelect[Any]:
+def _example_totals_statement(with_model_folded: bool) -> CompoundSelect[Any]:
     """The statement of :class:`ExampleTotals`, built once per shape (its values are bound).
 
     One statement, a plain read (no lock): a batch committed meanwhile is not
     seen, which the headroom of the count ceilings absorbs
     (app/services/count_limits.py). The ``kind`` column tells the aggregates'
     rows (0) from the deltas' (1), so that the caller knows which aggregate
-    rows must still be created. ``model_folded``: whether to sum the model's
+    rows must still be created. ``with_model_folded``: whether to sum the model's
     all-traffic aggregates, one row per window of the model (the reason a
     caller may pass that sum instead).
     """
@@ -146,7 +146,7 @@ def _example_totals_statement(model_folded: bool) -> CompoundSelect[Any]:
             )
             .group_by(table.segment)
         )
-        if table is WindowAggregate and not model_folded:
+        if table is WindowAggregate and not with_model_folded:
             continue
         parts.append(
             select(
@@ -387,7 +387,7 @@ def read_admission(
     if key is not None:
         reads.append((_FIND_ANSWER, {"model_id": model_id, "key": key}))
     if window is not None:
-        statement = _example_totals_statement(model_folded=model_folded is None)
+        statement = _example_totals_statement(with_model_folded=model_folded is None)
         reads.append((statement, window.params(model_id)))
     if credential is not None:
         token_hash = credential.token_hash

@@ -2,10 +2,11 @@
 
 Order of work for ``POST /v1/models/{name}/batches``:
 
-1. parse and validate the body (no database work; the body hash is computed
-   beside it for large bodies). If the body is refused, the key decides
-   first, as if steps 2-3 had come before: 409 while in flight, the replay
-   of its batch (or 422 for another body), else the body's error;
+1. parse and validate the body (no database work; the body hash of a large
+   body is computed in another thread meanwhile, once the parse lets it). If
+   the body is refused, the key decides first, as if steps 2-3 had come
+   before: 409 while in flight, the replay of its batch (or 422 for another
+   body), else the body's error;
 2. in-flight guard on (model, Idempotency-Key) -> 409 if held;
 3. one read (app/db/queries.py ``read_admission``): the replay lookup (a
    batch with that key -> its stored answer, same body, or 422, other body;
@@ -58,8 +59,10 @@ from app.services.windowing import isoformat_z
 _HASHER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="priorwatch-body-hash")
 """Hashes large request bodies beside the request's own work: hashlib releases
 the GIL on large inputs, so the hash of a 2 MB body (about 1.5 ms) runs on
-another core while this thread waits for the database and parses. (Parsing
-there too was measured slower: it holds the GIL; bench/bench_ingest.py.)"""
+another core while this thread bins, sums and waits for the database. It
+starts only when the JSON parse ends: simdjson holds the GIL throughout,
+and the hashing thread needs it to begin. (Parsing there too was measured
+slower, for the same reason; bench/bench_ingest.py.)"""
 
 FOLDED_TOTALS = EngineCache(ttl=FOLDED_TOTAL_TTL_SECONDS)
 """Per model, its folded example total as last read by this process: the
