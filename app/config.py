@@ -89,6 +89,12 @@ class Settings(BaseSettings):
         gt=0,
         description="oldest accepted batch timestamp, in days before now",
     )
+    max_unfolded_deltas: int = Field(
+        default=10_000,
+        ge=0,
+        description="most batches of one model waiting for a worker to fold them (unfolded "
+        "all-traffic deltas); past it a batch gets 429 with Retry-After; 0: no bound",
+    )
     future_skew_seconds: float = Field(
         default=300.0,
         ge=0,

@@ -33,6 +33,7 @@ from app.services.errors import (
     ModelNotFound,
     PriorwatchError,
     RequestInFlight,
+    TooManyUnfoldedDeltas,
 )
 from app.services.json_keys import DuplicateKey
 
@@ -98,6 +99,7 @@ _DOMAIN: dict[type[PriorwatchError], tuple[int, str]] = {
     MalformedBody: (400, "malformed-json"),
     IdempotencyKeyReused: (422, "idempotency-key-reused"),
     RequestInFlight: (409, "request-in-flight"),
+    TooManyUnfoldedDeltas: (429, "too-many-unfolded-deltas"),
 }
 
 
@@ -146,7 +148,7 @@ async def _domain_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, PriorwatchError)
     status, slug = next(v for k, v in _DOMAIN.items() if isinstance(exc, k))
     headers = {}
-    if isinstance(exc, RequestInFlight):
+    if isinstance(exc, RequestInFlight | TooManyUnfoldedDeltas):
         headers["Retry-After"] = str(exc.retry_after_seconds)
     return problem_response(
         status,

@@ -336,12 +336,15 @@ class Admission:
     totals : the window's :class:`ExampleTotals` if asked for, else None.
     credential_holds : whether the cached credential still holds (the model's
         settings unchanged, the key not revoked); True when none was given.
+    unfolded_deltas : the model's unfolded all-traffic deltas (one per batch
+        not yet folded), counted up to the cap asked for; None if not asked.
     """
 
     locked: bool
     answer: StoredAnswer | None
     totals: ExampleTotals | None
     credential_holds: bool
+    unfolded_deltas: int | None = None
 
 
 _Read = Select[Any] | CompoundSelect[Any]
@@ -358,6 +361,18 @@ _CREDENTIAL_STATE = select(
     .scalar_subquery(),
 )
 
+_UNFOLDED_DELTAS = select(func.count()).select_from(
+    select(literal(1))
+    .where(
+        BatchDelta.model_id == bindparam("model_id", type_=Integer),
+        BatchDelta.segment == ALL_SEGMENTS,
+    )
+    .limit(bindparam("cap", type_=Integer))
+    .subquery()
+)
+"""The model's unfolded all-traffic deltas, counted up to ``cap``: a scan of at most
+``cap`` entries of the primary key's (model, segment) prefix, however many wait."""
+
 
 def read_admission(
     session: Session,
@@ -368,10 +383,12 @@ def read_admission(
     window: WindowKey | None = None,
     credential: CachedCredential | None = None,
     model_folded: float | None = None,
+    count_unfolded_up_to: int | None = None,
 ) -> Admission:
     """Everything a batch's admission reads, in the session's transaction: try the
     advisory lock ``lock_id`` (PostgreSQL), look ``key`` up, read the window's
-    :class:`ExampleTotals`, check ``credential`` (each if given).
+    :class:`ExampleTotals`, check ``credential``, count the model's unfolded
+    deltas up to ``count_unfolded_up_to`` (each if given).
 
     ``model_folded``: the model's folded total, if the caller knows it (a recent
     read): its sum over every window of the model is then not read again.
@@ -392,6 +409,8 @@ def read_admission(
     if credential is not None:
         token_hash = credential.token_hash
         reads.append((_CREDENTIAL_STATE, {"model_id": model_id, "token_hash": token_hash}))
+    if count_unfolded_up_to is not None:
+        reads.append((_UNFOLDED_DELTAS, {"model_id": model_id, "cap": count_unfolded_up_to}))
     if not reads:
         return Admission(locked=True, answer=None, totals=None, credential_holds=True)
     results = iter(_read_all(session, reads))
@@ -409,7 +428,8 @@ def read_admission(
         updated_at, active_keys = next(results)[0]
         holds = updated_at is not None and updated_at == credential.model_updated_at
         holds = holds and (credential.token_hash is None or active_keys > 0)
-    return Admission(locked, answer, totals, holds)
+    unfolded = None if count_unfolded_up_to is None else int(next(results)[0][0])
+    return Admission(locked, answer, totals, holds, unfolded)
 
 
 def _read_all(session: Session, reads: Sequence[tuple[_Read, dict[str, Any]]]) -> list[list[Any]]:

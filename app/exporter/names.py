@@ -44,6 +44,11 @@ PREDICTIONS_INGESTED = "priorwatch_predictions_ingested"
 """counter {model} (exposed as ``..._total``): accepted rows."""
 BATCHES_REJECTED = "priorwatch_batches_rejected"
 """counter {reason} (exposed as ``..._total``): rejected batch requests, per process."""
+UNFOLDED_DELTAS = "priorwatch_unfolded_deltas"
+"""gauge {model}: batches waiting for a worker to fold them (unfolded all-traffic deltas)."""
+UNFOLDED_DELTAS_LIMIT = "priorwatch_unfolded_deltas_limit"
+"""gauge: this process's bound on a model's unfolded deltas (PRIORWATCH_MAX_UNFOLDED_DELTAS;
+0: none)."""
 DIRTY_WINDOWS = "priorwatch_dirty_windows"
 """gauge: windows waiting for the worker."""
 WORKER_LAG = "priorwatch_worker_lag_seconds"
@@ -84,6 +89,8 @@ EXPOSED_NAMES: tuple[str, ...] = (
     BATCHES_INGESTED + "_total",
     PREDICTIONS_INGESTED + "_total",
     BATCHES_REJECTED + "_total",
+    UNFOLDED_DELTAS,
+    UNFOLDED_DELTAS_LIMIT,
     DIRTY_WINDOWS,
     WORKER_LAG,
     WINDOW_ESTIMATE,
@@ -163,6 +170,12 @@ FAMILIES: tuple[FamilySpec, ...] = (
     FamilySpec(SLA_TARGET, "gauge", "Target value of the SLA objective", ("model", *_OBJECTIVE)),
     FamilySpec(BATCHES_INGESTED, "counter", "Accepted batches", ("model",)),
     FamilySpec(PREDICTIONS_INGESTED, "counter", "Accepted rows (examples)", ("model",)),
+    FamilySpec(
+        UNFOLDED_DELTAS,
+        "gauge",
+        "Batches waiting for a worker to fold them (unfolded all-traffic deltas)",
+        ("model",),
+    ),
     FamilySpec(DIRTY_WINDOWS, "gauge", "Windows waiting for the worker", ()),
     FamilySpec(WORKER_LAG, "gauge", "Age of the oldest dirty mark in seconds (0 when none)", ()),
 )

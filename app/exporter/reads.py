@@ -4,10 +4,11 @@ Every value comes from rows the worker and the ingestion wrote; nothing here
 computes a metric. One scrape runs a fixed number of statements, whatever
 the number of models and segments:
 
-1. the models with their accepted batch and row counts (:func:`read_models`:
-   the counters folded into the model's all-traffic window aggregates plus
-   its unfolded all-traffic deltas; one statement whose cost grows with the
-   windows, not with the batches);
+1. the models with their accepted batch and row counts and their batches
+   not folded yet (:func:`read_models`: the counters folded into the model's
+   all-traffic window aggregates plus its unfolded all-traffic deltas; one
+   statement whose cost grows with the windows and the unfolded deltas, not
+   with the batches folded);
 2. the latest window with a fresh result per (model, segment): its key,
    ``computed_at`` and aggregate version (:func:`read_latest_keys`);
 3. the stored metrics, intervals and drift verdict of those windows
@@ -59,6 +60,8 @@ class ModelRow:
     objectives: tuple[Objective, ...]
     batches: int
     rows: int
+    unfolded: int = 0
+    """Batches not folded yet (its unfolded all-traffic deltas)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,8 @@ def _objectives(
 
 
 def read_models(session: Session) -> tuple[ModelRow, ...]:
-    """Every model with its accepted batches and rows, labelled or not (one statement).
+    """Every model with its accepted batches and rows, labelled or not, and its batches
+    not folded yet (one statement).
 
     Each batch counts once in its window's all-traffic aggregate: as an
     unfolded delta until the worker folds it, then in the aggregate's
@@ -132,11 +136,13 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
             WA.model_id.label("model_id"),
             WA.batches.label("batches"),
             (WA.n + WA.n_unlabelled).label("rows"),
+            literal(0).label("unfolded"),
         ).where(WA.segment == ALL_SEGMENTS),
         select(
             BatchDelta.model_id.label("model_id"),
             literal(1).label("batches"),
             (BatchDelta.n + BatchDelta.n_unlabelled).label("rows"),
+            literal(1).label("unfolded"),
         ).where(BatchDelta.segment == ALL_SEGMENTS),
     ).subquery()
     counts = (
@@ -145,6 +151,7 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
             func.sum(parts.c.batches).label("batches"),
             # a float sum: an integer SUM raises on SQLite past 2^63 (legacy totals)
             func.sum(cast(parts.c.rows, Float)).label("rows"),
+            func.sum(parts.c.unfolded).label("unfolded"),
         )
         .group_by(parts.c.model_id)
         .subquery()
@@ -158,6 +165,7 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
             Model.sla,
             func.coalesce(counts.c.batches, 0),
             func.coalesce(counts.c.rows, 0),
+            func.coalesce(counts.c.unfolded, 0),
         )
         .outerjoin(counts, counts.c.model_id == Model.id)
         .order_by(Model.name)
@@ -171,8 +179,9 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
             objectives=_objectives(model_id, name, sla or ()),
             batches=int(batches),
             rows=int(rows),
+            unfolded=int(unfolded),
         )
-        for model_id, name, window, segments, sla, batches, rows in result
+        for model_id, name, window, segments, sla, batches, rows, unfolded in result
     )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from fastapi import FastAPI
 from prometheus_client import (
     CollectorRegistry,
+    Gauge,
     GCCollector,
     PlatformCollector,
     ProcessCollector,
@@ -14,6 +15,7 @@ from prometheus_client import (
 )
 from sqlalchemy.orm import Session
 
+from app.exporter import names
 from app.exporter.collector import WindowResultsCollector
 from app.exporter.estimates import EstimateCollector
 from app.exporter.rejections import RejectionCounter, RejectionCountingMiddleware
@@ -38,8 +40,9 @@ class Exporter:
     rejections : RejectionCounter
         Rejected batch requests of this process, by reason.
     process : CollectorRegistry
-        The rejection counter and prometheus_client's process, platform and
-        garbage-collector metrics.
+        The rejection counter, this process's bound on a model's unfolded
+        deltas (``max_unfolded_deltas``, 0: none) and prometheus_client's
+        process, platform and garbage-collector metrics.
     registry : CollectorRegistry
         Everything, as one prometheus_client registry (for library users; the
         endpoint writes the window families itself, see :meth:`render`).
@@ -48,13 +51,18 @@ class Exporter:
     prometheus_client's global registry.
     """
 
-    def __init__(self, session_factory: Callable[[], Session]) -> None:
+    def __init__(self, session_factory: Callable[[], Session], *, max_unfolded_deltas: int) -> None:
         self.streaks = StreakCollector(session_factory)
         self.estimates = EstimateCollector(session_factory)
         self.windows = WindowResultsCollector(session_factory, parts=(self.streaks, self.estimates))
         self.rejections = RejectionCounter()
         self.process = CollectorRegistry(auto_describe=False)
         self.process.register(self.rejections)
+        Gauge(
+            names.UNFOLDED_DELTAS_LIMIT,
+            "Most unfolded deltas (batches not folded yet) of one model before 429 (0: no bound)",
+            registry=self.process,
+        ).set(max_unfolded_deltas)
         ProcessCollector(registry=self.process)
         PlatformCollector(registry=self.process)
         GCCollector(registry=self.process)
@@ -74,10 +82,13 @@ def install_exporter(app: FastAPI) -> None:
     """Give ``app`` its :class:`Exporter` (``app.state.exporter``) and the
     rejection-counting middleware.
 
-    Call it in ``create_app`` after ``app.state.session_factory`` is set and
-    after the other ``add_middleware`` calls (the middleware must be outermost
-    to see their answers). ``GET /metrics`` is app/api/routes/metrics.py.
+    Call it in ``create_app`` after ``app.state.session_factory`` and
+    ``app.state.settings`` are set and after the other ``add_middleware``
+    calls (the middleware must be outermost to see their answers). ``GET
+    /metrics`` is app/api/routes/metrics.py.
     """
-    exporter = Exporter(app.state.session_factory)
+    exporter = Exporter(
+        app.state.session_factory, max_unfolded_deltas=app.state.settings.max_unfolded_deltas
+    )
     app.state.exporter = exporter
     app.add_middleware(RejectionCountingMiddleware, counter=exporter.rejections)

@@ -6,10 +6,10 @@ slug of ``urn:priorwatch:problem:<slug>`` with ``-`` turned into ``_``
 (``invalid_input``, ``malformed_json``, ``body_too_large``,
 ``unsupported_media_type``, ``model_not_found``, ``not_authenticated``,
 ``permission_denied``, ``idempotency_key_reused``, ``request_in_flight``,
-...), ``http_<status>`` for a problem without a priorwatch type, and
-``internal_error`` when the handler raised. The reasons are the API's fixed
-problem types, so the label set is bounded. Replays of an accepted batch are
-not rejections.
+``too_many_unfolded_deltas``, ...), ``http_<status>`` for a problem without
+a priorwatch type, and ``internal_error`` when the handler raised. The
+reasons are the API's fixed problem types, so the label set is bounded.
+Replays of an accepted batch are not rejections.
 
 The counter lives in the process (each API replica counts its own; Prometheus
 sums them); it is not stored.

@@ -45,3 +45,10 @@ class RequestInFlight(PriorwatchError):
 class StaleCredential(PriorwatchError):
     """The cached authorisation of a batch no longer holds (its model's settings
     changed, or its key was revoked): authorise it again from the database."""
+
+
+class TooManyUnfoldedDeltas(PriorwatchError):
+    """The model already has as many unfolded deltas as its bound allows
+    (app/services/backpressure.py): the workers are down or behind."""
+
+    retry_after_seconds = 5

@@ -96,6 +96,7 @@ def in_flight_guard(
     window: queries.WindowKey | None = None,
     credential: queries.CachedCredential | None = None,
     model_folded: float | None = None,
+    count_unfolded_up_to: int | None = None,
 ) -> Iterator[queries.Admission]:
     """Hold (model, key) for the block, or raise :class:`RequestInFlight`.
 
@@ -104,7 +105,8 @@ def in_flight_guard(
     up once the key is held; given ``window``, that window's totals (with the
     model's folded total ``model_folded`` if given, else read); given
     ``credential``, whether it still holds (:class:`StaleCredential` if not,
-    before any answer about the key).
+    before any answer about the key); given ``count_unfolded_up_to``, the
+    model's unfolded deltas counted up to it.
 
     On PostgreSQL this starts the session's transaction and takes the advisory
     lock in it, in the same round trip as the reads; the lock is released when
@@ -117,6 +119,7 @@ def in_flight_guard(
         "window": window,
         "credential": credential,
         "model_folded": model_folded,
+        "count_unfolded_up_to": count_unfolded_up_to,
     }
     if bind.dialect.name == "postgresql":
         lock_id = None if key is None else advisory_lock_id(model_id, key)

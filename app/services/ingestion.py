@@ -13,9 +13,11 @@ Order of work for ``POST /v1/models/{name}/batches``:
    nothing stored), the window's and the model's totals for the count
    ceilings, unfolded deltas included (app/services/count_limits.py; plain
    reads, no lock; the model's folded total from :data:`FOLDED_TOTALS`
-   while fresh), and the cached authorisation checked again (the route's
+   while fresh), the cached authorisation checked again (the route's
    key and model settings: :class:`~app.services.errors.StaleCredential`
-   if either changed);
+   if either changed), and the model's unfolded deltas counted up to their
+   bound unless this process counted them a moment ago
+   (app/services/backpressure.py: 429 past the bound);
 4. one write transaction: create the window's aggregate rows if the read
    found them missing (``ON CONFLICT DO NOTHING``: a row created meanwhile
    by another batch is neither written nor locked), insert the batch row
@@ -48,6 +50,7 @@ from app.db.models import ALL_SEGMENTS
 from app.db.session import write_transaction
 from app.errors import InvalidInput
 from app.services import idempotency
+from app.services.backpressure import UNFOLDED_COUNTS
 from app.services.batch_parsing import ParsedBatch, parse_batch
 from app.services.count_limits import FOLDED_TOTAL_TTL_SECONDS, check_room
 from app.services.deltas import Delta
@@ -206,6 +209,9 @@ def ingest_batch(
         The key was used before with another body.
     MalformedBody, InvalidInput
         The body is not acceptable; nothing is stored.
+    TooManyUnfoldedDeltas
+        The model's unfolded deltas reached ``settings.max_unfolded_deltas``;
+        nothing is stored.
     """
     key = idempotency.check_idempotency_key(idempotency_key)
     body_hash = _hash_body(body)
@@ -217,8 +223,15 @@ def ingest_batch(
         engine = session.get_bind()
         generation = FOLDED_TOTALS.generation
         folded: float | None = FOLDED_TOTALS.get(engine, model.id)
+        bound = settings.max_unfolded_deltas
         guard = idempotency.in_flight_guard(
-            session, model.id, key, rows.window, credential, model_folded=folded
+            session,
+            model.id,
+            key,
+            rows.window,
+            credential,
+            model_folded=folded,
+            count_unfolded_up_to=UNFOLDED_COUNTS.cap_to_count(engine, model.id, bound),
         )
         with guard as read:
             if read.answer is not None:
@@ -227,8 +240,10 @@ def ingest_batch(
             if folded is None:
                 FOLDED_TOTALS.put(engine, model.id, read.totals.model_folded, generation)
             _check_room(parsed, read.totals)
+            UNFOLDED_COUNTS.check(engine, model.id, bound, read.unfolded_deltas)
             with write_transaction(session):
                 _store(session, model, rows, read.totals.missing, now)
+            UNFOLDED_COUNTS.add_one(engine, model.id)
             return IngestOutcome(rows.response, replayed=False)
     except IntegrityError:
         # Another process stored the same key between our lookup and our write

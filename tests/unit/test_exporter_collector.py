@@ -196,7 +196,7 @@ def test_labels_come_from_registered_names_only() -> None:
 
 
 def test_counters_and_queue() -> None:
-    models = [_model(), _model(id=2, name="churn", objectives=(), batches=0, rows=0)]
+    models = [_model(unfolded=7), _model(id=2, name="churn", objectives=(), batches=0, rows=0)]
     rejections = RejectionCounter()
     for reason in ("invalid_input", "invalid_input", "model_not_found"):
         rejections.inc(reason)
@@ -205,6 +205,8 @@ def test_counters_and_queue() -> None:
     assert _get(s, "priorwatch_batches_ingested_total", model="fraud") == 12
     assert _get(s, "priorwatch_predictions_ingested_total", model="fraud") == 3456
     assert _get(s, "priorwatch_batches_ingested_total", model="churn") == 0
+    assert _get(s, "priorwatch_unfolded_deltas", model="fraud") == 7
+    assert _get(s, "priorwatch_unfolded_deltas", model="churn") == 0
     assert _get(s, "priorwatch_batches_rejected_total", reason="invalid_input") == 2
     assert _get(s, "priorwatch_batches_rejected_total", reason="model_not_found") == 1
     assert _get(s, names.DIRTY_WINDOWS) == 3
@@ -214,6 +216,7 @@ def test_counters_and_queue() -> None:
     assert not [k for k in s if k[0] == names.WINDOW_METRIC]
     declared = {f.name for f in text_string_to_metric_families(text)}
     extra = {f.name for f in (*names.STREAK_FAMILIES, *names.ESTIMATE_FAMILIES)}  # other collectors
+    extra.add(names.UNFOLDED_DELTAS_LIMIT)  # a setting: the exporter's process registry
     assert {n.removesuffix("_total") for n in names.EXPOSED_NAMES} - extra <= declared
 
 
@@ -224,7 +227,7 @@ def test_empty_queue_has_zero_lag() -> None:
 
 
 def test_exposed_names_follow_prometheus_conventions() -> None:
-    assert len(set(names.EXPOSED_NAMES)) == len(names.EXPOSED_NAMES) == 25
+    assert len(set(names.EXPOSED_NAMES)) == len(names.EXPOSED_NAMES) == 27
     for name in names.EXPOSED_NAMES:
         assert name.startswith(names.PREFIX)
         assert name == name.lower()

@@ -94,7 +94,7 @@ def _authorize(session: Session, name: str, token: str, settings: Settings) -> M
     status_code=status.HTTP_202_ACCEPTED,
     dependencies=[JsonBody],
     response_model=BatchAccepted,
-    responses={**PROBLEMS, 400: PROBLEMS[422], 413: PROBLEMS[422]},
+    responses={**PROBLEMS, 400: PROBLEMS[422], 413: PROBLEMS[422], 429: PROBLEMS[422]},
     openapi_extra=raw_json_body(BatchIn, BATCH_EXAMPLES),
     summary="Ingest one batch (ingest scope)",
     description="Raw `scores` + `labels`, or a `histogram` over the model's bins, or a "
