@@ -44,6 +44,9 @@ PREDICTIONS_INGESTED = "priorwatch_predictions_ingested"
 """counter {model} (exposed as ``..._total``): accepted rows."""
 BATCHES_REJECTED = "priorwatch_batches_rejected"
 """counter {reason} (exposed as ``..._total``): rejected batch requests, per process."""
+DELTAS_QUARANTINED = "priorwatch_deltas_quarantined"
+"""counter {model} (exposed as ``..._total``): deltas the worker could not fold, set aside
+(stored: the rows of ``quarantined_delta``)."""
 DIRTY_WINDOWS = "priorwatch_dirty_windows"
 """gauge: windows waiting for the worker."""
 WORKER_LAG = "priorwatch_worker_lag_seconds"
@@ -84,6 +87,7 @@ EXPOSED_NAMES: tuple[str, ...] = (
     BATCHES_INGESTED + "_total",
     PREDICTIONS_INGESTED + "_total",
     BATCHES_REJECTED + "_total",
+    DELTAS_QUARANTINED + "_total",
     DIRTY_WINDOWS,
     WORKER_LAG,
     WINDOW_ESTIMATE,
@@ -163,6 +167,12 @@ FAMILIES: tuple[FamilySpec, ...] = (
     FamilySpec(SLA_TARGET, "gauge", "Target value of the SLA objective", ("model", *_OBJECTIVE)),
     FamilySpec(BATCHES_INGESTED, "counter", "Accepted batches", ("model",)),
     FamilySpec(PREDICTIONS_INGESTED, "counter", "Accepted rows (examples)", ("model",)),
+    FamilySpec(
+        DELTAS_QUARANTINED,
+        "counter",
+        "Batch deltas the worker could not fold, quarantined instead of counted",
+        ("model",),
+    ),
     FamilySpec(DIRTY_WINDOWS, "gauge", "Windows waiting for the worker", ()),
     FamilySpec(WORKER_LAG, "gauge", "Age of the oldest dirty mark in seconds (0 when none)", ()),
 )

@@ -41,6 +41,7 @@ EXPOSITION_NAMES: tuple[str, ...] = (
     "priorwatch_batches_ingested_total",
     "priorwatch_predictions_ingested_total",
     "priorwatch_batches_rejected_total",
+    "priorwatch_deltas_quarantined_total",
     "priorwatch_dirty_windows",
     "priorwatch_worker_lag_seconds",
     "priorwatch_window_estimate",
