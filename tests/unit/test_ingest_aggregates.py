@@ -6,9 +6,11 @@ import uuid
 from datetime import UTC, datetime
 from itertools import pairwise, permutations
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -259,3 +261,25 @@ def test_rows_that_cannot_be_folded_are_left_out_and_the_rest_folded_exactly() -
     ]
     assert [d.batch_id for d in done.deltas] == [r.batch_id for r in rows[1:]]
     assert _bits(done.folded) == _bits(good)
+
+
+def test_a_memory_error_is_raised_not_taken_for_a_poison_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Running out of memory says nothing about a row: never quarantine for it, in the
+    fold of all rows or in the fold row by row."""
+    rows = _rows(_batches())
+    rows[0].sums = rows[0].sums.copy()
+    rows[0].sums[3] = 2.0**900  # the fold of all rows fails: folded row by row
+    read = Delta.from_row
+    for failing_call in (1, len(rows) + 2):  # all rows together; the second row alone
+        calls = iter(range(1, 100))
+
+        def from_row(row: Any, failing: int = failing_call, calls: Any = calls) -> Delta:
+            if next(calls) == failing:
+                raise MemoryError
+            return read(row)
+
+        monkeypatch.setattr(Delta, "from_row", from_row)
+        with pytest.raises(MemoryError):
+            fold_rows(EMPTY, None, rows, MODEL.n_bins)  # type: ignore[arg-type]
