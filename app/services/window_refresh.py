@@ -140,7 +140,7 @@ def claim_windows(
             _claimed_window(claim, row, models[claim.model_id], deltas[claim.key], backlog)
             for claim, row in claimed
         ]
-        quarantined = [q for window in group for q in window.quarantined]
+        quarantined = []
         for window in group:
             for q in window.quarantined:
                 log.error(
@@ -151,6 +151,7 @@ def claim_windows(
                     q.batch_id,
                     q.reason,
                 )
+                quarantined.append(q)
         queue.quarantine_deltas(session, quarantined, group[0].claim.claimed_at)
         return group
 
