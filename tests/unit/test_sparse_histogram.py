@@ -217,6 +217,14 @@ def test_sums_just_outside_their_joint_bounds_are_refused(sums: dict[str, Any], 
     assert "rows with these counts and score sums give between" in info.value.reason
 
 
+def test_unlabelled_rows_carry_no_sums() -> None:
+    """Sums are of labelled rows only: a histogram of unlabelled rows cannot claim any."""
+    unlabelled = {"bins": [2], "counts": [5]}
+    with pytest.raises(InvalidInput) as info:
+        _parse({"timestamp": TS, "histogram": {"unlabelled": unlabelled, **_sums(0.0, 0.0)}})
+    assert info.value.field == "histogram.sums"
+
+
 @settings(max_examples=40)
 @given(
     st.lists(
