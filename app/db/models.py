@@ -300,6 +300,38 @@ class BatchDelta(Base):
     __table_args__ = (Index("ix_batch_delta_received_at", "received_at"),)
 
 
+class QuarantinedDelta(Base):
+    """A delta the worker could not fold, set aside instead of blocking its window.
+
+    The worker folds a claimed window's deltas one by one when folding them
+    together fails (an overflow, a malformed row: input that ingestion's
+    checks should have refused); each delta that cannot be folded moves
+    here, out of ``batch_delta``, in the claim's transaction, and the others
+    are folded (app/services/window_refresh.py). Rows are kept until their
+    model is deleted: the exporter counts them
+    (``priorwatch_deltas_quarantined_total``) and still counts their batches
+    and rows as accepted. docs/operations.md says what to do with them.
+    """
+
+    __tablename__ = "quarantined_delta"
+
+    model_id: Mapped[int] = mapped_column(
+        ForeignKey("model.id", ondelete="CASCADE"), primary_key=True
+    )
+    segment: Mapped[str] = mapped_column(String(64), primary_key=True)
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    batch_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    """When the batch was accepted (the delta's ``received_at``)."""
+    quarantined_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    n: Mapped[int] = mapped_column(BigInteger)
+    """The delta's labelled rows, missing from the window's counts."""
+    n_unlabelled: Mapped[int] = mapped_column(BigInteger)
+    """The delta's rows without labels, missing from the window's counts."""
+    reason: Mapped[str] = mapped_column(Text)
+    """Why it could not be folded (the exception's type and message)."""
+
+
 class WindowMetrics(Base):
     """What the worker computed for one aggregate, and from which version of it."""
 

@@ -30,6 +30,11 @@ shared row. The worker protocol (docs/worker.md):
    never overwrite a newer result, and a delta is folded exactly once (a
    crash before the commit leaves the deltas in place for the next claim).
 
+A claimed delta that cannot be folded (app/services/deltas.py,
+:func:`~app.services.deltas.fold_rows`) is moved to ``quarantined_delta`` in
+the claim's transaction (:func:`quarantine_deltas`), so it neither blocks its
+window nor rolls back the other windows of the group.
+
 Times come from the database clock on PostgreSQL (``now()``), so workers on
 machines with skewed clocks agree on lease expiry. Functions here never commit:
 the caller (app/services/window_refresh.py) owns the transaction.
@@ -71,7 +76,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.db.models import BatchDelta, WindowAggregate, WindowMetrics
+from app.db.models import BatchDelta, QuarantinedDelta, WindowAggregate, WindowMetrics
 from app.db.session import BINARY_RESULTS
 from app.db.types import UTCDateTime
 
@@ -79,6 +84,7 @@ WA = WindowAggregate
 BD = BatchDelta
 _WA_TABLE = cast(Table, WA.__table__)
 _BD_TABLE = cast(Table, BD.__table__)
+_QD_TABLE = cast(Table, QuarantinedDelta.__table__)
 
 MAX_DELTAS_PER_CLAIM = 2_000
 """Most deltas one claim folds; a window with more stays waiting for the next claim
@@ -475,6 +481,58 @@ def claimed_deltas(session: Session, claims: Sequence[Claim]) -> dict[WindowKey,
     for row in rows:
         found[(row.model_id, row.segment, row.window_start)].append(row)
     return found
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A claimed delta set aside because it cannot be folded.
+
+    Attributes
+    ----------
+    key : its window.
+    batch_id, received_at, n, n_unlabelled : the ``batch_delta`` row's values.
+    reason : why it cannot be folded.
+    """
+
+    key: WindowKey
+    batch_id: uuid.UUID
+    received_at: datetime
+    n: int
+    n_unlabelled: int
+    reason: str
+
+
+REASON_CHARS = 1_000
+"""Longest reason stored (an exception's message may hold a whole array)."""
+
+
+def quarantine_deltas(session: Session, deltas: Sequence[Quarantined], now: datetime) -> None:
+    """Move claimed ``deltas`` from ``batch_delta`` to ``quarantined_delta`` (stamped ``now``).
+
+    Call it in the claim's transaction, which holds their windows: no other
+    worker can have claimed them.
+    """
+    if not deltas:
+        return
+    connection = session.connection()
+    connection.execute(
+        _QD_TABLE.insert(),
+        [
+            {
+                "model_id": d.key[0],
+                "segment": d.key[1],
+                "window_start": d.key[2],
+                "batch_id": d.batch_id,
+                "received_at": d.received_at,
+                "quarantined_at": now,
+                "n": d.n,
+                "n_unlabelled": d.n_unlabelled,
+                "reason": d.reason[:REASON_CHARS],
+            }
+            for d in deltas
+        ],
+    )
+    connection.execute(_DELETE_CLAIMED, {"claimed": [(*d.key, d.batch_id) for d in deltas]})
 
 
 @dataclass(frozen=True)

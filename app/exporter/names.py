@@ -49,6 +49,9 @@ UNFOLDED_DELTAS = "priorwatch_unfolded_deltas"
 UNFOLDED_DELTAS_LIMIT = "priorwatch_unfolded_deltas_limit"
 """gauge: this process's bound on a model's unfolded deltas (PRIORWATCH_MAX_UNFOLDED_DELTAS;
 0: none)."""
+DELTAS_QUARANTINED = "priorwatch_deltas_quarantined"
+"""counter {model} (exposed as ``..._total``): deltas the worker could not fold, set aside
+(stored: the rows of ``quarantined_delta``)."""
 DIRTY_WINDOWS = "priorwatch_dirty_windows"
 """gauge: windows waiting for the worker."""
 WORKER_LAG = "priorwatch_worker_lag_seconds"
@@ -91,6 +94,7 @@ EXPOSED_NAMES: tuple[str, ...] = (
     BATCHES_REJECTED + "_total",
     UNFOLDED_DELTAS,
     UNFOLDED_DELTAS_LIMIT,
+    DELTAS_QUARANTINED + "_total",
     DIRTY_WINDOWS,
     WORKER_LAG,
     WINDOW_ESTIMATE,
@@ -174,6 +178,12 @@ FAMILIES: tuple[FamilySpec, ...] = (
         UNFOLDED_DELTAS,
         "gauge",
         "Batches waiting for a worker to fold them (unfolded all-traffic deltas)",
+        ("model",),
+    ),
+    FamilySpec(
+        DELTAS_QUARANTINED,
+        "counter",
+        "Batch deltas the worker could not fold, quarantined instead of counted",
         ("model",),
     ),
     FamilySpec(DIRTY_WINDOWS, "gauge", "Windows waiting for the worker", ()),

@@ -4,11 +4,11 @@ Every value comes from rows the worker and the ingestion wrote; nothing here
 computes a metric. One scrape runs a fixed number of statements, whatever
 the number of models and segments:
 
-1. the models with their accepted batch and row counts and their batches
-   not folded yet (:func:`read_models`: the counters folded into the model's
-   all-traffic window aggregates plus its unfolded all-traffic deltas; one
-   statement whose cost grows with the windows and the unfolded deltas, not
-   with the batches folded);
+1. the models with their accepted batch and row counts (:func:`read_models`:
+   the counters folded into the model's all-traffic window aggregates plus
+   its unfolded and quarantined all-traffic deltas), their batches not
+   folded yet and their quarantined deltas; one statement whose cost grows
+   with the windows and the unfolded deltas, not with the batches folded;
 2. the latest window with a fresh result per (model, segment): its key,
    ``computed_at`` and aggregate version (:func:`read_latest_keys`);
 3. the stored metrics, intervals and drift verdict of those windows
@@ -32,10 +32,29 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Float, Select, Text, and_, cast, func, literal, select, tuple_, union_all
+from sqlalchemy import (
+    Float,
+    Select,
+    Text,
+    and_,
+    case,
+    cast,
+    func,
+    literal,
+    select,
+    tuple_,
+    union_all,
+)
 from sqlalchemy.orm import Session
 
-from app.db.models import ALL_SEGMENTS, BatchDelta, Model, WindowAggregate, WindowMetrics
+from app.db.models import (
+    ALL_SEGMENTS,
+    BatchDelta,
+    Model,
+    QuarantinedDelta,
+    WindowAggregate,
+    WindowMetrics,
+)
 from app.db.queue import QueueStats, queue_stats
 from app.services.sla_objectives import Objective
 from app.statuses import StoredStatus
@@ -62,6 +81,8 @@ class ModelRow:
     rows: int
     unfolded: int = 0
     """Batches not folded yet (its unfolded all-traffic deltas)."""
+    quarantined: int = 0
+    """Deltas of the model (any segment) the worker quarantined."""
 
 
 @dataclass(frozen=True)
@@ -123,27 +144,40 @@ def _objectives(
 
 
 def read_models(session: Session) -> tuple[ModelRow, ...]:
-    """Every model with its accepted batches and rows, labelled or not, and its batches
-    not folded yet (one statement).
+    """Every model with its accepted batches and rows, labelled or not, its batches
+    not folded yet and its quarantined deltas (one statement).
 
     Each batch counts once in its window's all-traffic aggregate: as an
     unfolded delta until the worker folds it, then in the aggregate's
     ``batches``, ``n`` and ``n_unlabelled`` (the fold moves it from one to the
-    other in one transaction, so a reading never counts it twice or misses it).
+    other in one transaction, so a reading never counts it twice or misses it),
+    or, if the worker could not fold it, as a quarantined delta (accepted all
+    the same: the counters never go down).
     """
+    quarantined = QuarantinedDelta
+    counted = quarantined.segment == ALL_SEGMENTS
     parts = union_all(
         select(
             WA.model_id.label("model_id"),
             WA.batches.label("batches"),
             (WA.n + WA.n_unlabelled).label("rows"),
             literal(0).label("unfolded"),
+            literal(0).label("quarantined"),
         ).where(WA.segment == ALL_SEGMENTS),
         select(
             BatchDelta.model_id.label("model_id"),
             literal(1).label("batches"),
             (BatchDelta.n + BatchDelta.n_unlabelled).label("rows"),
             literal(1).label("unfolded"),
+            literal(0).label("quarantined"),
         ).where(BatchDelta.segment == ALL_SEGMENTS),
+        select(
+            quarantined.model_id.label("model_id"),
+            case((counted, 1), else_=0).label("batches"),
+            case((counted, quarantined.n + quarantined.n_unlabelled), else_=0).label("rows"),
+            literal(0).label("unfolded"),
+            literal(1).label("quarantined"),
+        ),
     ).subquery()
     counts = (
         select(
@@ -152,6 +186,7 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
             # a float sum: an integer SUM raises on SQLite past 2^63 (legacy totals)
             func.sum(cast(parts.c.rows, Float)).label("rows"),
             func.sum(parts.c.unfolded).label("unfolded"),
+            func.sum(parts.c.quarantined).label("quarantined"),
         )
         .group_by(parts.c.model_id)
         .subquery()
@@ -166,6 +201,7 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
             func.coalesce(counts.c.batches, 0),
             func.coalesce(counts.c.rows, 0),
             func.coalesce(counts.c.unfolded, 0),
+            func.coalesce(counts.c.quarantined, 0),
         )
         .outerjoin(counts, counts.c.model_id == Model.id)
         .order_by(Model.name)
@@ -180,8 +216,9 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
             batches=int(batches),
             rows=int(rows),
             unfolded=int(unfolded),
+            quarantined=int(quarantined),
         )
-        for model_id, name, window, segments, sla, batches, rows, unfolded in result
+        for model_id, name, window, segments, sla, batches, rows, unfolded, quarantined in result
     )
 
 

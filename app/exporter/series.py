@@ -127,6 +127,7 @@ def model_series(models: Iterable[ModelRow], queue: QueueStats) -> Series:
         out[names.BATCHES_INGESTED].append(((model.name,), float(model.batches)))
         out[names.PREDICTIONS_INGESTED].append(((model.name,), float(model.rows)))
         out[names.UNFOLDED_DELTAS].append(((model.name,), float(model.unfolded)))
+        out[names.DELTAS_QUARANTINED].append(((model.name,), float(model.quarantined)))
         for objective in model.objectives:
             out[names.SLA_TARGET].append(
                 ((model.name, *objective_labels(objective)), objective.target)

@@ -7,6 +7,7 @@ batches and windows by adding them (spec section 4).
 
 from __future__ import annotations
 
+import math
 from dataclasses import astuple, dataclass
 from typing import Any
 
@@ -17,6 +18,15 @@ from app.metrics._validation import check_scores_labels
 
 LOG_LOSS_EPS = 1e-15
 """Scores are clipped to [LOG_LOSS_EPS, 1 − LOG_LOSS_EPS] inside the log loss."""
+LOG_LOSS_MAX = -math.log(LOG_LOSS_EPS)
+"""Largest log loss of one example (about 34.54): the actual class given LOG_LOSS_EPS."""
+_LOG_LOSS_MIN = -math.log(1.0 - LOG_LOSS_EPS)
+"""Smallest log loss of one example (about 1.1e-15): the actual class given 1 − LOG_LOSS_EPS."""
+_TANGENT = math.e * LOG_LOSS_EPS
+"""Where the tangent to −ln q through (0, LOG_LOSS_MAX) touches it (:func:`_log_loss_floor`)."""
+SUM_TOLERANCE = 1e-9
+"""Slack of :func:`probability_sum_bounds` for rounding: on each class's mean
+probability of its actual class, and per example (relative to the largest term)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +100,81 @@ class ProbabilitySums:
             self.score_sum_positive + other.score_sum_positive,
             self.score_sum_negative + other.score_sum_negative,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SumBounds:
+    """The ranges of ``brier_sum`` and ``log_loss_sum`` that examples with given class
+    counts and score sums allow (:func:`probability_sum_bounds`)."""
+
+    brier: tuple[float, float]
+    log_loss: tuple[float, float]
+
+
+def _log_loss_floor(q: float) -> float:
+    """Largest convex function below the clipped loss −ln clip(q): the tangent line
+    from (0, LOG_LOSS_MAX) below :data:`_TANGENT`, the loss itself above (the
+    clip makes the loss flat, not convex, below LOG_LOSS_EPS)."""
+    if q < _TANGENT:
+        return LOG_LOSS_MAX - q / _TANGENT
+    return -math.log(min(q, 1.0 - LOG_LOSS_EPS))
+
+
+def _log_loss_ceiling(q: float) -> float:
+    """Smallest concave function above the clipped loss: flat at LOG_LOSS_MAX up to
+    LOG_LOSS_EPS, then the chord to (1, its minimum)."""
+    if q <= LOG_LOSS_EPS:
+        return LOG_LOSS_MAX
+    return LOG_LOSS_MAX - (q - LOG_LOSS_EPS) * (LOG_LOSS_MAX - _LOG_LOSS_MIN) / (1.0 - LOG_LOSS_EPS)
+
+
+def probability_sum_bounds(
+    positives: float,
+    negatives: float,
+    score_sum_positive: float,
+    score_sum_negative: float,
+    *,
+    tolerance: float = SUM_TOLERANCE,
+) -> SumBounds:
+    """What ``brier_sum`` and ``log_loss_sum`` can be, given the class counts and score sums.
+
+    Each example gives its actual class a probability q (p for a positive,
+    1 − p for a negative); a class of c examples has the mean m of its q
+    (``score_sum_positive / positives``, ``1 − score_sum_negative / negatives``).
+    Its Brier terms (1 − q)² are convex and at most 1 − q, so they sum to
+    between c (1 − m)² and c (1 − m). Its log loss terms −ln clip(q) lie
+    between a convex function below them and a concave one above
+    (:func:`_log_loss_floor`, :func:`_log_loss_ceiling`), so by Jensen's
+    inequality they sum to between c floor(m) and c ceiling(m): at most
+    LOG_LOSS_MAX per example, and near 0 only when q is near 1. A class
+    without examples adds nothing. ``tolerance`` widens every range for
+    rounding: m moves by it, and the ends by it per example (times
+    LOG_LOSS_MAX for the log loss).
+
+    Examples
+    --------
+    >>> b = probability_sum_bounds(2, 0, 1.0, 0.0)  # two positives, scores summing to 1
+    >>> [round(v, 6) for v in b.brier], [round(v, 4) for v in b.log_loss]
+    ([0.5, 1.0], [1.3863, 34.5388])
+    """
+    brier = [0.0, 0.0]
+    log_loss = [0.0, 0.0]
+    for count, mean in (
+        (positives, score_sum_positive / positives if positives > 0 else 0.0),
+        (negatives, 1.0 - score_sum_negative / negatives if negatives > 0 else 0.0),
+    ):
+        if count <= 0:
+            continue
+        high, low = min(1.0, mean + tolerance), max(0.0, mean - tolerance)
+        brier[0] += count * (1.0 - high) ** 2
+        brier[1] += count * (1.0 - low)
+        log_loss[0] += count * _log_loss_floor(high)
+        log_loss[1] += count * _log_loss_ceiling(low)
+    slack = tolerance * (positives + negatives)
+    return SumBounds(
+        brier=(brier[0] - slack, brier[1] + slack),
+        log_loss=(log_loss[0] - slack * LOG_LOSS_MAX, log_loss[1] + slack * LOG_LOSS_MAX),
+    )
 
 
 def _mean(total: float, count: float) -> float:

@@ -6,16 +6,18 @@ worker folds a window's deltas into its aggregate (:func:`fold`). Every
 field is a sum, and the sums of scores are added as exact fixed-point
 integers (:class:`ExactSums`), so any order and any grouping of the deltas
 gives the same aggregate, bit for bit (docs/design.md, "Append, then fold").
+:func:`fold_rows` folds stored delta rows and sets aside any that cannot be
+folded (an overflow, a malformed row), so that one never blocks the others.
 """
 
 from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -319,6 +321,72 @@ def fold(
         unlabelled=unlabelled,
     )
     return Folded(sums, exact, batches, n_unlabelled)
+
+
+RowT = TypeVar("RowT", bound=DeltaRow)
+
+
+@dataclass(frozen=True, eq=False)
+class RowsFolded(Generic[RowT]):
+    """What :func:`fold_rows` did: the aggregate with the foldable rows, those rows'
+    deltas, and the rows left out with the reason each could not be folded."""
+
+    folded: Folded
+    deltas: tuple[Delta, ...]
+    unfoldable: tuple[tuple[RowT, str], ...] = ()
+
+
+def fold_rows(
+    base: WindowSums,
+    exact: ExactSums | None,
+    rows: Sequence[RowT],
+    n_bins: int,
+    *,
+    stored_unlabelled: int | None = None,
+) -> RowsFolded[RowT]:
+    """:func:`fold` of the delta ``rows`` that can be folded; the others left out.
+
+    The rows are folded together first. Only when that fails (an input
+    ingestion should have refused: sums beyond the fixed-point range, a
+    malformed row) is each row read and folded onto the previous result in
+    turn, and every row that fails is left out with the error as its reason.
+    Either way the result is the fold of exactly the deltas returned, so one
+    poison row can neither block its window nor be retried forever.
+    """
+    try:
+        deltas = tuple(Delta.from_row(r) for r in rows)
+        folded = fold(base, exact, deltas, n_bins, stored_unlabelled=stored_unlabelled)
+    except MemoryError:
+        raise  # the machine's condition, not the input's
+    except Exception:
+        return _fold_one_by_one(base, exact, rows, n_bins, stored_unlabelled)
+    return RowsFolded(folded, deltas)
+
+
+def _fold_one_by_one(
+    base: WindowSums,
+    exact: ExactSums | None,
+    rows: Sequence[RowT],
+    n_bins: int,
+    stored_unlabelled: int | None,
+) -> RowsFolded[RowT]:
+    folded = fold(base, exact, (), n_bins, stored_unlabelled=stored_unlabelled)
+    kept: list[Delta] = []
+    unfoldable: list[tuple[RowT, str]] = []
+    for row in rows:
+        try:
+            delta = Delta.from_row(row)
+            step = fold(
+                folded.sums, folded.exact, (delta,), n_bins, stored_unlabelled=folded.n_unlabelled
+            )
+        except MemoryError:
+            raise
+        except Exception as exc:
+            unfoldable.append((row, f"{type(exc).__name__}: {exc}"))
+            continue
+        folded = Folded(step.sums, step.exact, folded.batches + 1, step.n_unlabelled)
+        kept.append(delta)
+    return RowsFolded(folded, tuple(kept), tuple(unfoldable))
 
 
 def aggregate_columns(folded: Folded, thresholds: Iterable[float]) -> dict[str, Any]:

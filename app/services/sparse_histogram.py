@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import InvalidInput
-from app.metrics.probability import ProbabilitySums
+from app.metrics.probability import ProbabilitySums, probability_sum_bounds
 
 SPARSE_FIELDS = frozenset({"bins", "counts"})
 SUM_FIELDS = ("brier_sum", "log_loss_sum", "score_sum_positive", "score_sum_negative")
@@ -119,10 +119,12 @@ def parse_sparse_counts(field: str, raw: Any, n_bins: int, *, max_count: int) ->
 def parse_score_sums(raw: Any, positives: int, negatives: int) -> ProbabilitySums:
     """The ``histogram.sums`` object as :class:`ProbabilitySums` over the batch's rows.
 
-    Every sum is a finite number in its range: ``0 <= brier_sum <= n``,
-    ``log_loss_sum >= 0``, ``0 <= score_sum_positive <= positives`` and
-    ``0 <= score_sum_negative <= negatives`` (each term of a sum lies in
-    [0, 1], or is >= 0 for the log loss).
+    Every sum is a finite number in its range: ``0 <= score_sum_positive <=
+    positives`` and ``0 <= score_sum_negative <= negatives``, then
+    ``brier_sum`` and ``log_loss_sum`` within what rows with these counts and
+    score sums can give (:func:`app.metrics.probability.probability_sum_bounds`:
+    at most about 34.54 per row for the log loss), so that no batch can claim
+    sums that no rows have.
     """
     field = "histogram.sums"
     if not isinstance(raw, dict):
@@ -130,12 +132,6 @@ def parse_score_sums(raw: Any, positives: int, negatives: int) -> ProbabilitySum
     unknown = sorted(set(raw) - set(SUM_FIELDS))
     if unknown:
         raise InvalidInput(f"{field}.{unknown[0]}", "unknown field")
-    upper = {
-        "brier_sum": float(positives + negatives),
-        "log_loss_sum": math.inf,
-        "score_sum_positive": float(positives),
-        "score_sum_negative": float(negatives),
-    }
     values: dict[str, float] = {}
     for name in SUM_FIELDS:
         value = raw.get(name)
@@ -144,10 +140,22 @@ def parse_score_sums(raw: Any, positives: int, negatives: int) -> ProbabilitySum
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InvalidInput(f"{field}.{name}", "must be a number")
         number = float(value)  # JSON integers are at most 64-bit: always finite
-        if not (math.isfinite(number) and 0.0 <= number <= upper[name]):
-            bound = "" if math.isinf(upper[name]) else f" and at most {upper[name]:g}"
-            raise InvalidInput(
-                f"{field}.{name}", f"is {value!r}; must be finite, at least 0{bound}"
-            )
+        if not (math.isfinite(number) and number >= 0.0):
+            raise InvalidInput(f"{field}.{name}", f"is {value!r}; must be finite, at least 0")
         values[name] = number
+    for name, count in (("score_sum_positive", positives), ("score_sum_negative", negatives)):
+        if values[name] > count:
+            raise InvalidInput(
+                f"{field}.{name}", f"is {raw[name]!r}; must be at most {count} (one per row)"
+            )
+    bounds = probability_sum_bounds(
+        positives, negatives, values["score_sum_positive"], values["score_sum_negative"]
+    )
+    for name, (low, high) in (("brier_sum", bounds.brier), ("log_loss_sum", bounds.log_loss)):
+        if not low <= values[name] <= high:
+            raise InvalidInput(
+                f"{field}.{name}",
+                f"is {raw[name]!r}; rows with these counts and score sums give between "
+                f"{max(low, 0.0):.6g} and {high:.6g}",
+            )
     return ProbabilitySums(positives=float(positives), negatives=float(negatives), **values)

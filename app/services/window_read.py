@@ -32,10 +32,10 @@ from sqlalchemy import Subquery, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.db import queries
-from app.db.models import ALL_SEGMENTS, WindowAggregate, WindowMetrics
+from app.db.models import ALL_SEGMENTS, BatchDelta, WindowAggregate, WindowMetrics
 from app.errors import InvalidInput
 from app.services.count_limits import CountOverflow
-from app.services.deltas import Delta, exact_of, fold
+from app.services.deltas import exact_of, fold_rows
 from app.services.drift_reference import reference_period
 from app.services.model_config import ModelConfig
 from app.services.reference_cache import ReferenceCache
@@ -367,12 +367,13 @@ def _merge_groups(
     return list(groups.items())
 
 
-def _with_deltas(row: WindowAggregate, deltas: list[Delta], model: ModelConfig) -> WindowSums:
-    """A stored window's sums with its unfolded deltas folded in (as the worker will)."""
+def _with_deltas(row: WindowAggregate, deltas: list[BatchDelta], model: ModelConfig) -> WindowSums:
+    """A stored window's sums with its unfolded deltas folded in, as the worker will:
+    without those it cannot fold, which it will quarantine."""
     base = WindowSums.from_row(row)
     if not deltas:
         return base
-    return fold(base, exact_of(base, row.exact_sums), deltas, model.n_bins).sums
+    return fold_rows(base, exact_of(base, row.exact_sums), deltas, model.n_bins).folded.sums
 
 
 def _merged_view(
@@ -390,9 +391,9 @@ def _merged_view(
     rows = session.scalars(
         select(WA).where(WA.model_id == model.id, WA.segment == key, WA.window_start.in_(sources))
     ).all()
-    deltas: dict[datetime, list[Delta]] = {}
+    deltas: dict[datetime, list[BatchDelta]] = {}
     for d in queries.unfolded_deltas(session, model.id, key, sources):
-        deltas.setdefault(d.window_start, []).append(Delta.from_row(d))
+        deltas.setdefault(d.window_start, []).append(d)
     try:
         sums = WindowSums.merge(
             _with_deltas(r, deltas.get(r.window_start, []), model) for r in rows

@@ -7,7 +7,11 @@ while computing. The SQL is in :mod:`app.db.queue`; the computation in
 * :func:`claim_windows` claims up to ``group_size`` waiting windows (oldest
   change first) and reads their sums, their unfolded deltas and their
   models in the claim transaction; each window's sums plus exactly its
-  deltas (:func:`app.services.deltas.fold`) are what it is computed on.
+  deltas (:func:`app.services.deltas.fold`) are what it is computed on. A
+  delta that cannot be folded (:func:`app.services.deltas.fold_rows`) is
+  quarantined in that transaction (:func:`app.db.queue.quarantine_deltas`):
+  the window is computed without it and its stored result says so in
+  ``error``, and the other windows of the group are not held back.
 * :func:`compute_or_error` loads a window's drift reference (the sum of the
   reference windows of the same segment, cached by their versions,
   :mod:`app.services.reference_cache`) and
@@ -43,7 +47,7 @@ from app.db import queue
 from app.db.models import Model
 from app.db.queue import Claim
 from app.db.session import BINARY_RESULTS, write_transaction
-from app.services.deltas import Delta, Folded, aggregate_columns, exact_of, fold
+from app.services.deltas import Folded, aggregate_columns, exact_of, fold_rows
 from app.services.detail_budget import DetailBudget
 from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
@@ -75,6 +79,8 @@ class ClaimedWindow:
     backlog: bool = True
     """The claim took a whole group, so more windows were waiting (False: the queue was
     short and the refresh is full, app/services/refresh_tier.py)."""
+    quarantined: tuple[queue.Quarantined, ...] = ()
+    """Claimed deltas that could not be folded, quarantined by the claim."""
 
     @property
     def sums(self) -> WindowSums:
@@ -130,26 +136,47 @@ def claim_windows(
         }
         deltas = queue.claimed_deltas(session, [claim for claim, _ in claimed])
         backlog = len(claimed) >= group_size
-        return [
+        group = [
             _claimed_window(claim, row, models[claim.model_id], deltas[claim.key], backlog)
             for claim, row in claimed
         ]
+        quarantined = []
+        for window in group:
+            for q in window.quarantined:
+                log.error(
+                    "window %s/%s/%s: delta of batch %s quarantined, not folded: %s",
+                    window.model.name,
+                    q.key[1],
+                    q.key[2].isoformat(),
+                    q.batch_id,
+                    q.reason,
+                )
+                quarantined.append(q)
+        queue.quarantine_deltas(session, quarantined, group[0].claim.claimed_at)
+        return group
 
 
 def _claimed_window(
     claim: Claim, row: Row[Any], model: ModelConfig, rows: list[Row[Any]], backlog: bool
 ) -> ClaimedWindow:
-    deltas = [Delta.from_row(d) for d in rows]
     base = WindowSums.from_row(row)
-    folded = fold(
+    done = fold_rows(
         base,
         exact_of(base, row.exact_sums),
-        deltas,
+        rows,
         model.n_bins,
         stored_unlabelled=row.n_unlabelled,
     )
-    batch_ids = tuple(d.batch_id for d in deltas)
-    return ClaimedWindow(claim, model, folded, batch_ids, row.detail_due_at, backlog)
+    quarantined = tuple(
+        queue.Quarantined(
+            claim.key, d.batch_id, d.received_at, int(d.n), int(d.n_unlabelled), reason
+        )
+        for d, reason in done.unfoldable
+    )
+    batch_ids = tuple(d.batch_id for d in done.deltas)
+    return ClaimedWindow(
+        claim, model, done.folded, batch_ids, row.detail_due_at, backlog, quarantined
+    )
 
 
 def compute_claimed(
@@ -263,16 +290,34 @@ def compute_or_error(
     return Computed(claimed, result, detail_due_at=due)
 
 
+def quarantine_note(quarantined: Sequence[queue.Quarantined]) -> str | None:
+    """What a window's ``error`` says of the deltas its refresh quarantined (None: none).
+
+    >>> from datetime import UTC
+    >>> at = datetime(2026, 1, 1, tzinfo=UTC)
+    >>> q = queue.Quarantined((1, "*", at), uuid.UUID(int=7), at, 3, 0, "OverflowError: x")
+    >>> print(quarantine_note([q]))
+    1 delta quarantined, not counted (batch 00000000-0000-0000-0000-000000000007: OverflowError: x)
+    """
+    if not quarantined:
+        return None
+    plural = "s" if len(quarantined) > 1 else ""
+    listed = "; ".join(f"batch {q.batch_id}: {q.reason}" for q in quarantined)
+    return f"{len(quarantined)} delta{plural} quarantined, not counted ({listed})"
+
+
 def _stored_result(computed: Computed, version: int, now: datetime) -> queue.StoredResult:
     """What ``window_metrics`` stores for a computed window (aggregate ``version``)."""
     claim, result = computed.claimed.claim, computed.result
+    note = quarantine_note(computed.claimed.quarantined)
     if result is None:
-        error = {"error": computed.error or "computation failed"}
+        failed = computed.error or "computation failed"
+        error = {"error": failed if note is None else f"{failed}; {note}"}
         return queue.StoredResult(claim, version, StoredStatus.ERROR, error)
     stored = None if result.detail else claim.stored_intervals
     document = window_document(result, stored, version=version, computed_at=now)
     keep = () if result.detail else KEPT_BY_SUMMARY
-    return queue.StoredResult(claim, version, StoredStatus.FRESH, document, keep)
+    return queue.StoredResult(claim, version, StoredStatus.FRESH, document | {"error": note}, keep)
 
 
 def _changes_data(claimed: ClaimedWindow) -> bool:

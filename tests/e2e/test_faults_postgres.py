@@ -10,7 +10,8 @@ accepted batches, and the batch table holds each accepted key once.
 
 Scenarios: the cluster stopped and restarted under load; the whole cluster
 frozen (SIGSTOP) under load, then thawed; a worker killed (SIGKILL) while
-windows are being computed; the API killed (SIGKILL) while batches arrive.
+windows are being computed; the API killed (SIGKILL) while batches arrive; a
+poison delta (sums the fold cannot hold) among other models' windows.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ from _e2e_support import (
     wait_until,
 )
 from _pg_cluster import Cluster, remove_cluster, start_cluster
+from sqlalchemy.orm import Session
+
+from app.db.models import BatchDelta, QuarantinedDelta
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -370,3 +374,135 @@ def test_the_api_killed_mid_batch_loses_and_doubles_nothing(
     deployment.start_server("serve-again")
     _finish(thread, load, deployment)
     assert_counted_once(load, deployment, database)
+
+
+POISON_LOG_LOSS = 1e300
+"""A log loss sum past 2^896: the fold's fixed-point sums cannot hold it."""
+
+
+def _poison_delta(database: str, batch_id: str) -> None:
+    """Write the fault around the API (ingestion refuses such sums): the delta of
+    ``batch_id`` claims a log loss sum no rows can have."""
+    engine = sa.create_engine(database)
+    try:
+        with Session(engine) as session, session.begin():
+            delta = session.scalars(
+                sa.select(BatchDelta).where(BatchDelta.batch_id == uuid.UUID(batch_id))
+            ).one()
+            assert delta.sums is not None
+            sums = delta.sums.copy()
+            sums[3] = POISON_LOG_LOSS  # (positives, negatives, brier, log loss, ...)
+            delta.sums = sums
+    finally:
+        engine.dispose()
+
+
+def _refused_poison(user: UserPath) -> None:
+    """The poison through the API: a histogram batch whose log loss sum overflows the
+    fold. Ingestion refuses it (422 naming the field) and stores nothing."""
+    positives, negatives = {"bins": [400], "counts": [3]}, {"bins": [10], "counts": [5]}
+    sums = {"brier_sum": 1.0, "log_loss_sum": 5e269, "score_sum_positive": 2.4,
+            "score_sum_negative": 0.5}  # fmt: skip
+    body = {
+        "timestamp": iso(user.start(0) + timedelta(minutes=5)),
+        "histogram": {"positives": positives, "negatives": negatives, "sums": sums},
+    }
+    r = user.send(orjson.dumps(body), str(uuid.uuid4()))
+    assert r.status_code == 422, r.text
+    assert [e["field"] for e in r.json()["errors"]] == ["histogram.sums.log_loss_sum"]
+
+
+def test_a_poison_delta_stalls_no_bystander_window(
+    processes: Processes, cluster: Cluster, database: str, clients: list[httpx.Client]
+) -> None:
+    """Before the quarantine, folding the poison raised in the claim: its whole group
+    rolled back and was claimed again forever, so other models' windows in that
+    group stayed pending (with 1 or 2 workers). Now the poison is quarantined and
+    every other window goes fresh; the victim's window too, without it."""
+    deployment = deploy(processes, database, workers=0)
+    http = httpx.Client(base_url=deployment.base, timeout=HTTP_TIMEOUT)
+    clients.append(http)
+    first = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
+    users = [
+        UserPath(http, name, first, timedelta(hours=1))
+        for name in (MODEL, "bystander-1", "bystander-2", "bystander-3")
+    ]
+    loads = []
+    for i, user in enumerate(users):
+        user.register(n_bins=500)
+        load = Load.plan(user, windows=2, batches=8, rows=300, rng=np.random.default_rng(905 + i))
+        load.hold_at = 4
+        loads.append(load)
+    victim, bystanders = users[0], users[1:]
+    _refused_poison(victim)
+    threads = [load.start() for load in loads]
+    for load in loads:
+        wait_until(lambda load=load: load.done == 4, "half the batches", RETRY_SECONDS, processes)
+    poisoned = loads[0].planned[0]
+    _poison_delta(database, str(loads[0].accepted[poisoned.key]["batch_id"]))
+    for i in range(2):
+        deployment.start_worker(f"worker-{i}")
+    for load in loads:
+        load.resume.set()  # the second half arrives while the poison waits in the queue
+    for thread, load in zip(threads, loads, strict=True):
+        _finish(thread, load, deployment)
+
+    started = time.monotonic()  # every batch accepted
+    fresh_after = {}
+    latest = {}
+    for user in [*bystanders, victim]:
+        latest[user.model] = user.wait_all_fresh(2, processes, (None,))[None]
+        fresh_after[user.model] = round(time.monotonic() - started, 1)
+    for user, load in zip(users, loads, strict=True):
+        expected = {w: [0, 0] for w in sorted({p.window for p in load.planned})}
+        for p in load.planned:
+            if p is not poisoned:
+                expected[p.window][0] += p.n
+                expected[p.window][1] += p.positives
+        got = {w["start"]: [w["n"], w["positives"]] for w in latest[user.model]}
+        assert got == expected, user.model
+        errors = {w["start"]: w.get("error") for w in latest[user.model]}
+        if user is victim:
+            assert "1 delta quarantined, not counted" in errors.pop(poisoned.window)
+        assert set(errors.values()) == {None}, (user.model, errors)
+
+    def rewindowed() -> bool:  # 503 (the read's deadline, on a busy machine) is retried
+        r = http.get(
+            f"/v1/models/{MODEL}/windows",
+            params={"granularity": "1d", "from": iso(first)},
+            headers=victim.key,
+        )
+        assert r.status_code in (200, 503), r.text  # never 500
+        counted = sum(p.n for p in loads[0].planned if p is not poisoned)
+        return r.status_code == 200 and sum(w["n"] for w in r.json()["windows"]) == counted
+
+    wait_until(rewindowed, "the victim's windows merged by day", RETRY_SECONDS, processes)
+
+    engine = sa.create_engine(database)
+    try:
+        with engine.connect() as conn:
+            keys = conn.execute(sa.text("SELECT idempotency_key FROM batch")).scalars().all()
+            counted = conn.execute(sa.text("SELECT sum(n) FROM window_aggregate")).scalar_one()
+            quarantined = conn.execute(sa.select(QuarantinedDelta.n)).scalars().all()
+    finally:
+        engine.dispose()
+    accepted = [key for load in loads for key in load.accepted]
+    assert sorted(keys) == sorted(accepted)  # each accepted batch once, nothing else
+    duplicates = len(keys) - len(set(keys))
+    rows_accepted = sum(p.n for load in loads for p in load.planned)
+    assert quarantined == [poisoned.n]
+    assert int(counted) + poisoned.n == rows_accepted  # counted once, or quarantined
+    exposition = http.get("/metrics").text
+    assert f'priorwatch_deltas_quarantined_total{{model="{MODEL}"}} 1.0' in exposition
+    print(
+        "poison-delta report:",
+        {
+            "faults_injected": ["histogram sums 5e269 via the API (refused, 422)",
+                                "log_loss_sum 1e300 written into one delta"],
+            "rows_accepted": rows_accepted,
+            "rows_counted": int(counted),
+            "rows_quarantined": poisoned.n,
+            "duplicates": duplicates,
+            "every_window_fresh_after_the_last_batch_s": fresh_after,
+        },
+    )  # fmt: skip

@@ -43,6 +43,16 @@ def test_bad_sparse_batches_name_the_element_and_store_nothing(
                 "score_sum_negative": 0.0,
             },
         },
+        "histogram.sums.log_loss_sum": {  # past what the worker's fold can hold
+            "positives": {"bins": [3], "counts": [1]},
+            "negatives": {"bins": [0], "counts": [1]},
+            "sums": {
+                "brier_sum": 0.6,
+                "log_loss_sum": 5e269,
+                "score_sum_positive": 0.5,
+                "score_sum_negative": 0.5,
+            },
+        },
         "histogram.unlabelled.counts": {"unlabelled": {"bins": [0]}},
     }
     for i, (field, histogram) in enumerate(cases.items()):

@@ -43,6 +43,7 @@ EXPOSITION_NAMES: tuple[str, ...] = (
     "priorwatch_batches_rejected_total",
     "priorwatch_unfolded_deltas",
     "priorwatch_unfolded_deltas_limit",
+    "priorwatch_deltas_quarantined_total",
     "priorwatch_dirty_windows",
     "priorwatch_worker_lag_seconds",
     "priorwatch_window_estimate",

@@ -227,7 +227,7 @@ def test_empty_queue_has_zero_lag() -> None:
 
 
 def test_exposed_names_follow_prometheus_conventions() -> None:
-    assert len(set(names.EXPOSED_NAMES)) == len(names.EXPOSED_NAMES) == 27
+    assert len(set(names.EXPOSED_NAMES)) == len(names.EXPOSED_NAMES) == 28
     for name in names.EXPOSED_NAMES:
         assert name.startswith(names.PREFIX)
         assert name == name.lower()

@@ -6,9 +6,11 @@ import uuid
 from datetime import UTC, datetime
 from itertools import pairwise, permutations
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +19,15 @@ from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.services.batch_parsing import ParsedBatch, parse_batch
-from app.services.deltas import Delta, ExactSums, Folded, aggregate_columns, exact_of, fold
+from app.services.deltas import (
+    Delta,
+    ExactSums,
+    Folded,
+    aggregate_columns,
+    exact_of,
+    fold,
+    fold_rows,
+)
 from app.services.model_config import ModelConfig
 from app.services.window_sums import WindowSums
 
@@ -225,3 +235,51 @@ def test_unlabelled_rows_travel_sparse_and_fold_into_their_own_counts() -> None:
         folded.sums, folded.exact, _deltas(unlabelled[:1]), MODEL.n_bins, stored_unlabelled=7
     )
     assert more.n_unlabelled == 7 + 30
+
+
+def _rows(batches: list[ParsedBatch]) -> list[SimpleNamespace]:
+    return [
+        SimpleNamespace(**Delta.from_batch(uuid.UUID(int=i + 1), b).to_row(1, "*", NOW, NOW))
+        for i, b in enumerate(batches)
+    ]
+
+
+def test_rows_that_cannot_be_folded_are_left_out_and_the_rest_folded_exactly() -> None:
+    """A sum beyond the fixed-point range and a malformed row are each left out with
+    the reason; the others fold to the same bits as a fold of them alone."""
+    rows = _rows(_batches())
+    good = fold(EMPTY, None, [Delta.from_row(r) for r in rows[1:]], MODEL.n_bins)  # type: ignore[arg-type]
+    assert fold_rows(EMPTY, None, rows, MODEL.n_bins).unfoldable == ()  # type: ignore[arg-type]
+    rows[0].sums = rows[0].sums.copy()
+    rows[0].sums[3] = 2.0**900  # log loss: past 2^896, math.ldexp overflows
+    malformed = SimpleNamespace(**vars(rows[2]) | {"batch_id": uuid.UUID(int=99)})
+    malformed.confusion = malformed.confusion[:-1]  # not 4 cells per threshold
+    done = fold_rows(EMPTY, None, [*rows, malformed], MODEL.n_bins)  # type: ignore[arg-type]
+    assert [(r.batch_id.int, reason.split(":")[0]) for r, reason in done.unfoldable] == [
+        (1, "OverflowError"),
+        (99, "ValueError"),
+    ]
+    assert [d.batch_id for d in done.deltas] == [r.batch_id for r in rows[1:]]
+    assert _bits(done.folded) == _bits(good)
+
+
+def test_a_memory_error_is_raised_not_taken_for_a_poison_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Running out of memory says nothing about a row: never quarantine for it, in the
+    fold of all rows or in the fold row by row."""
+    rows = _rows(_batches())
+    rows[0].sums = rows[0].sums.copy()
+    rows[0].sums[3] = 2.0**900  # the fold of all rows fails: folded row by row
+    read = Delta.from_row
+    for failing_call in (1, len(rows) + 2):  # all rows together; the second row alone
+        calls = iter(range(1, 100))
+
+        def from_row(row: Any, failing: int = failing_call, calls: Any = calls) -> Delta:
+            if next(calls) == failing:
+                raise MemoryError
+            return read(row)
+
+        monkeypatch.setattr(Delta, "from_row", from_row)
+        with pytest.raises(MemoryError):
+            fold_rows(EMPTY, None, rows, MODEL.n_bins)  # type: ignore[arg-type]

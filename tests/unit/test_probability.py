@@ -6,17 +6,22 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 from sklearn import metrics as skm
 
 from app.errors import InvalidInput
 from app.metrics.probability import (
     LOG_LOSS_EPS,
+    LOG_LOSS_MAX,
     ProbabilitySums,
+    SumBounds,
     brier_score_loss,
     log_loss,
     mean_score_negative,
     mean_score_positive,
     population_stability_index,
+    probability_sum_bounds,
 )
 
 
@@ -99,3 +104,75 @@ def test_psi_validates_input(
     with pytest.raises(InvalidInput) as err:
         population_stability_index(expected, actual, floor=floor)
     assert err.value.field == field
+
+
+# --- bounds of the sums (what a histogram batch's sums may claim) -------------------
+
+EDGE_SCORES = (0.0, 1e-300, 1e-16, LOG_LOSS_EPS, math.e * LOG_LOSS_EPS, 1e-9, 0.5,
+               1 - 1e-9, 1 - LOG_LOSS_EPS, 1 - 1e-16, 1.0)  # fmt: skip
+"""Scores where the clipped log loss bends, and around them."""
+
+
+def _bounds(s: np.ndarray, y: np.ndarray) -> tuple[ProbabilitySums, SumBounds]:
+    """The sums of scores ``s`` and labels ``y``, and their bounds without slack."""
+    sums = ProbabilitySums.from_predictions(s, y)
+    counts = (sums.positives, sums.negatives, sums.score_sum_positive, sums.score_sum_negative)
+    return sums, probability_sum_bounds(*counts, tolerance=0.0)
+
+
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.sampled_from(EDGE_SCORES), st.floats(0.0, 1.0)), st.booleans()),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(1, 4),
+)
+@example([(0.0, True), (math.e * LOG_LOSS_EPS, True)], 1)  # below the tangent point
+@example([(1 - 1e-16, False)] * 7, 1)  # 1 - S0/N rounds to about 0
+def test_sums_of_real_predictions_always_lie_within_their_bounds(
+    rows: list[tuple[float, bool]], chunks: int
+) -> None:
+    """Sums of actual scores and labels (one batch, or added over ``chunks`` batches
+    as a client aggregates them) are inside the bounds their counts give."""
+    s = np.array([r[0] for r in rows])
+    y = np.array([r[1] for r in rows], dtype=int)
+    sums = ProbabilitySums(0, 0, 0, 0, 0, 0)
+    for i in range(min(chunks, s.size)):
+        sums += ProbabilitySums.from_predictions(s[i::chunks], y[i::chunks])
+    bounds = probability_sum_bounds(
+        sums.positives, sums.negatives, sums.score_sum_positive, sums.score_sum_negative
+    )
+    assert bounds.brier[0] <= sums.brier_sum <= bounds.brier[1]
+    assert bounds.log_loss[0] <= sums.log_loss_sum <= bounds.log_loss[1]
+    assert bounds.log_loss[1] <= LOG_LOSS_MAX * sums.n * (1 + 1e-8)
+
+
+def test_equal_scores_reach_the_lower_bounds_and_certain_scores_the_upper() -> None:
+    """Jensen's inequality is tight when every example of a class has the same score;
+    the upper bounds when every score is 0 or 1 (closed forms, no slack)."""
+    same, bounds = _bounds(np.array([0.3] * 4 + [0.2] * 6), np.array([1] * 4 + [0] * 6))
+    assert same.brier_sum == pytest.approx(bounds.brier[0], rel=1e-12)
+    assert same.log_loss_sum == pytest.approx(bounds.log_loss[0], rel=1e-12)
+    assert bounds.brier[0] == pytest.approx(4 * 0.7**2 + 6 * 0.2**2, rel=1e-12)
+    certain, bounds = _bounds(np.array([1.0, 0.0, 0.0, 1.0]), np.array([1, 1, 0, 0]))
+    assert certain.brier_sum == bounds.brier[1] == 2.0  # (P - S1) + S0
+    assert certain.log_loss_sum == pytest.approx(bounds.log_loss[1], rel=1e-12)
+    assert bounds.log_loss[1] == pytest.approx(2 * LOG_LOSS_MAX, rel=1e-12)
+
+
+def test_the_log_loss_floor_follows_the_clip_below_its_tangent_point() -> None:
+    """Below LOG_LOSS_EPS the clipped loss is flat, not convex: two positives scored 0
+    and e*eps have a smaller sum than -2 ln(mean) says, and the bound allows it."""
+    s, y = np.array([0.0, math.e * LOG_LOSS_EPS]), np.array([1, 1])
+    sums, bounds = _bounds(s, y)
+    assert sums.log_loss_sum == pytest.approx(2 * LOG_LOSS_MAX - 1, rel=1e-12)
+    naive = -2 * math.log(max(sums.score_sum_positive / 2, LOG_LOSS_EPS))
+    assert sums.log_loss_sum < naive - 0.3  # the bound of the plain formula is wrong here
+    assert bounds.log_loss[0] == pytest.approx(sums.log_loss_sum, rel=1e-12)  # and tight
+
+
+def test_a_class_without_examples_adds_nothing_to_the_bounds() -> None:
+    only_negatives = probability_sum_bounds(0, 3, 0.0, 0.6, tolerance=0.0)
+    assert only_negatives.brier == pytest.approx((3 * 0.2**2, 0.6), rel=1e-12)
+    assert only_negatives.log_loss[0] == pytest.approx(-3 * math.log(0.8), rel=1e-12)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_probability import EDGE_SCORES  # same directory (rootdir import)
 
 from app.config import Settings
 from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges
-from app.metrics.probability import ProbabilitySums
+from app.metrics.probability import LOG_LOSS_MAX, ProbabilitySums, probability_sum_bounds
 from app.services.batch_parsing import ParsedBatch, parse_batch
 from app.services.count_limits import MAX_BATCH_COUNT
 from app.services.model_config import ModelConfig
@@ -104,7 +108,7 @@ def _with(histogram: dict[str, Any]) -> dict[str, Any]:
     return {"timestamp": TS, "histogram": {**base, **histogram}}
 
 
-SUMS = {"brier_sum": 1.0, "log_loss_sum": 2.0, "score_sum_positive": 4.0, "score_sum_negative": 1.0}
+SUMS = {"brier_sum": 1.0, "log_loss_sum": 2.5, "score_sum_positive": 4.0, "score_sum_negative": 1.0}
 
 
 @pytest.mark.parametrize(
@@ -165,10 +169,88 @@ def test_unlabelled_counts_in_the_sparse_form() -> None:
     assert beside.n_unlabelled == 6 and beside.n == _parse(_with({})).n
 
 
-def test_sums_at_their_bounds_are_accepted() -> None:
-    sums = {"brier_sum": 9, "log_loss_sum": 0, "score_sum_positive": 5, "score_sum_negative": 4.0}
-    parsed = _parse(_with({"sums": sums}))
-    assert parsed.sums == ProbabilitySums(5.0, 4.0, 9.0, 0.0, 5.0, 4.0)
+def _sums(brier: float, log_loss: float, s1: float = 2.5, s0: float = 2.0) -> dict[str, Any]:
+    """Sums of the batch of :func:`_with` (5 positives, 4 negatives)."""
+    return {
+        "sums": {
+            "brier_sum": brier,
+            "log_loss_sum": log_loss,
+            "score_sum_positive": s1,
+            "score_sum_negative": s0,
+        }
+    }
+
+
+def test_sums_at_their_joint_bounds_are_accepted() -> None:
+    """Every end of the ranges that 5 positives scoring 2.5 and 4 negatives scoring 2
+    allow: Brier in [(P - S1)^2/P + S0^2/N, (P - S1) + S0] = [2.25, 4.5], the log
+    loss from 9 ln 2 (every score 1/2) to about 9 x 34.54 / 2 (every score 0 or 1)."""
+    exact = probability_sum_bounds(5, 4, 2.5, 2.0, tolerance=0.0)
+    assert exact.brier == (2.25, 4.5)
+    assert exact.log_loss[0] == pytest.approx(9 * math.log(2), rel=1e-12)
+    assert exact.log_loss[1] == pytest.approx(9 * LOG_LOSS_MAX / 2, rel=1e-9)
+    for brier, log_loss in zip(exact.brier, exact.log_loss, strict=True):
+        parsed = _parse(_with(_sums(brier, log_loss)))
+        assert parsed.sums == ProbabilitySums(5.0, 4.0, brier, log_loss, 2.5, 2.0)
+    perfect = _parse(_with(_sums(0, 0, s1=5, s0=0)))  # integers are numbers too
+    assert perfect.sums == ProbabilitySums(5.0, 4.0, 0.0, 0.0, 5.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("sums", "field"),
+    [
+        (_sums(2.25 * (1 - 1e-6), 7.0), "histogram.sums.brier_sum"),
+        (_sums(4.5 * (1 + 1e-6), 7.0), "histogram.sums.brier_sum"),
+        (_sums(3.0, 9 * math.log(2) * (1 - 1e-6)), "histogram.sums.log_loss_sum"),
+        (_sums(3.0, 9 * LOG_LOSS_MAX / 2 * (1 + 1e-6)), "histogram.sums.log_loss_sum"),
+        (_sums(3.0, 5e269), "histogram.sums.log_loss_sum"),  # the fold's overflow: 2^896
+        (_sums(3.0, 1.8e19 * 9), "histogram.sums.log_loss_sum"),
+        (_sums(0.01, 0.01, s1=5, s0=0), "histogram.sums.brier_sum"),  # perfect scores
+        (_sums(0.0, 0.01, s1=5, s0=0), "histogram.sums.log_loss_sum"),
+        (_sums(9.0, 50.0, s1=5, s0=4), "histogram.sums.brier_sum"),  # negatives at 1: 4
+    ],
+)
+def test_sums_just_outside_their_joint_bounds_are_refused(sums: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        _parse(_with(sums))
+    assert info.value.field == field
+    assert "rows with these counts and score sums give between" in info.value.reason
+
+
+def test_unlabelled_rows_carry_no_sums() -> None:
+    """Sums are of labelled rows only: a histogram of unlabelled rows cannot claim any."""
+    unlabelled = {"bins": [2], "counts": [5]}
+    with pytest.raises(InvalidInput) as info:
+        _parse({"timestamp": TS, "histogram": {"unlabelled": unlabelled, **_sums(0.0, 0.0)}})
+    assert info.value.field == "histogram.sums"
+
+
+@settings(max_examples=40)
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.sampled_from(EDGE_SCORES), st.floats(0.0, 1.0)), st.booleans()),
+        min_size=1,
+        max_size=200,
+    )
+)
+def test_a_histogram_batch_of_real_predictions_is_always_accepted(
+    rows: list[tuple[float, bool]],
+) -> None:
+    """Predictions binned with their sums, as a client sends them: never refused, and
+    counted as the scores batch of the same rows is."""
+    scores = [r[0] for r in rows]
+    labels = [int(r[1]) for r in rows]
+    from_scores = _parse({"timestamp": TS, "scores": scores, "labels": labels})
+    assert from_scores.hist_positives is not None and from_scores.hist_negatives is not None
+    assert from_scores.sums is not None
+    s = from_scores.sums
+    histogram = {
+        "positives": _sparse(from_scores.hist_positives),
+        "negatives": _sparse(from_scores.hist_negatives),
+        **_sums(s.brier_sum, s.log_loss_sum, s.score_sum_positive, s.score_sum_negative),
+    }
+    parsed = _parse({"timestamp": TS, "histogram": histogram})
+    assert parsed.sums == from_scores.sums
 
 
 @pytest.mark.parametrize(
