@@ -88,20 +88,17 @@ def w_start(window: Mapping[str, Any]) -> str:
 
 
 class _Axes:
-    """Maps window index and value to SVG coordinates of one chart."""
+    """Maps window index and value to SVG coordinates of one chart (of at least one
+    window)."""
 
     def __init__(self, windows: Sequence[Mapping[str, Any]], values: Sequence[float]) -> None:
         lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
         self.ticks = nice_ticks(lo, hi)
         self.lo, self.hi = self.ticks[0], self.ticks[-1]
         self.starts = [datetime.fromisoformat(w_start(w)) for w in windows]
-        first = windows[0] if windows else None
-        self.window_seconds = (
-            round((datetime.fromisoformat(str(first["end"])) - self.starts[0]).total_seconds())
-            if first is not None
-            else 0
-        )
-        self.windows = max(len(windows), 1)
+        length = datetime.fromisoformat(str(windows[0]["end"])) - self.starts[0]
+        self.window_seconds = round(length.total_seconds())
+        self.windows = len(windows)
 
     def x(self, i: int) -> float:
         inner = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
