@@ -11,11 +11,14 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # The runtime dependencies at the versions of requirements.lock (what the image
-# installs), the dev tools at their latest.
+# installs), the dev tools at their latest. The pins go in as constraints without
+# their hashes: hashes would turn on pip's hash checking, which an editable
+# install cannot pass.
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
+	grep -E '^[A-Za-z0-9]' requirements.lock | sed 's/ *\\$$//' > $(VENV)/constraints.txt
+	$(BIN)/pip install --quiet -c $(VENV)/constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install priorwatch with its dev tools

@@ -329,5 +329,6 @@ def test_make_lock_regenerates_the_lock_and_install_uses_its_pins() -> None:
         assert flag in recipe, flag
     header = LOCK.read_text().split("\n\n", 1)[0]
     assert "pip-compile" in header and "--output-file=requirements.lock" in header
-    assert "-c requirements.lock -e '.[dev]'" in makefile
+    assert "grep -E '^[A-Za-z0-9]' requirements.lock" in makefile  # the pins, no hashes
+    assert "-c $(VENV)/constraints.txt -e '.[dev]'" in makefile
     assert re.search(r"^\$\(STAMP\): pyproject.toml requirements.lock$", makefile, re.M)
