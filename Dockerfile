@@ -20,16 +20,17 @@ RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 
-# Dependencies first, from pyproject.toml alone: this layer is rebuilt only
-# when the dependencies change, not on every source edit.
-COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-        > /tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt
+# Dependencies first, exactly as pinned by requirements.lock (`make lock`): every
+# runtime and build dependency at one version with its hashes, so the image
+# holds what CI tested (make install uses the same pins). This layer is rebuilt
+# only when the lock changes, not on every source edit.
+COPY requirements.lock ./
+RUN pip install --require-hashes -r requirements.lock
 
-# The package itself (.dockerignore lets only what `pip install .` needs in).
+# The package itself (.dockerignore lets only what `pip install .` needs in),
+# built with the locked setuptools and wheel, nothing else downloaded.
 COPY . .
-RUN pip install --no-deps . \
+RUN pip install --no-deps --no-build-isolation . \
     && priorwatch --help > /dev/null
 
 # ---- runtime: the virtualenv on a clean base, as an unprivileged user --------

@@ -5,18 +5,33 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-fast lint fmt bench run migrate clean
+.PHONY: help install lock test test-fast lint fmt bench run migrate clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): pyproject.toml
+# The runtime dependencies at the versions of requirements.lock (what the image
+# installs), the dev tools at their latest. The pins go in as constraints without
+# their hashes: hashes would turn on pip's hash checking, which an editable
+# install cannot pass.
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	grep -E '^[A-Za-z0-9]' requirements.lock | sed 's/ *\\$$//' > $(VENV)/constraints.txt
+	$(BIN)/pip install --quiet -c $(VENV)/constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install priorwatch with its dev tools
+
+# requirements.lock pins every runtime and build dependency with its hashes; the
+# Dockerfile installs it with --require-hashes. `make lock` keeps the pins that
+# still satisfy pyproject.toml (add or remove a dependency, then run it);
+# UPGRADE=1 moves every pin to the latest release.
+UPGRADE ?=
+lock: $(STAMP) ## re-pin requirements.lock from pyproject.toml (UPGRADE=1: latest releases)
+	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --all-build-deps \
+	  --no-emit-index-url --no-emit-find-links $(if $(UPGRADE),--upgrade) \
+	  --output-file requirements.lock pyproject.toml
 
 COVERAGE_FLOOR := 98
 # line coverage of app/ measured by `make test`, rounded down; raise it, never lower it

@@ -30,7 +30,12 @@ class _Strict(BaseModel):
 
 
 class ModelList(BaseModel):
+    """One page of the models, by name."""
+
     models: list[ModelPublic]
+    next: str | None = Field(
+        description="pass it as `cursor` for the next page; null on the last page"
+    )
 
 
 class BinsPublic(BaseModel):

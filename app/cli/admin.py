@@ -34,6 +34,8 @@ keys_cli = typer.Typer(
     epilog=EXIT_CODES_EPILOG,
 )
 
+MODELS_PAGE = 1000
+"""Models asked for per call of ``models list`` (the service's maximum)."""
 ADMIN_HINT = "pass --admin-token or set PRIORWATCH_ADMIN_TOKEN (the token the service runs with)"
 _OBJECTIVE = re.compile(r"^\s*([A-Za-z0-9_@.=]+?)\s*(>=|<=)\s*([-+0-9.eE]+)\s*$")
 
@@ -121,8 +123,16 @@ def list_models(
     admin_token: AdminTokenOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
 ) -> None:
-    """List the registered models."""
-    models = admin_service(url, admin_token).get_json("/v1/models")["models"]
+    """List the registered models (every page of the service's answer)."""
+    service = admin_service(url, admin_token)
+    models: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = service.get_json("/v1/models", {"limit": str(MODELS_PAGE), "cursor": cursor})
+        models.extend(page["models"])
+        cursor = page["next"]
+        if cursor is None:
+            break
     if as_json:
         _print_json(models)
         return

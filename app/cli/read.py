@@ -129,6 +129,13 @@ def sla_command(
     start_from: FromOption = None,
     to: ToOption = None,
     segment: SegmentOption = None,
+    all_segments: Annotated[
+        bool,
+        typer.Option(
+            "--all-segments",
+            help="all traffic and every registered segment (HTML: a section each)",
+        ),
+    ] = False,
     fmt: Annotated[
         str | None,
         typer.Option("--format", help="json, csv or html (default: from --output, else json)"),
@@ -143,7 +150,9 @@ def sla_command(
 ) -> None:
     """Fetch MODEL's SLA report as JSON, CSV or a self-contained HTML page."""
     chosen = report_format(fmt, html, output)
-    params = {"from": start_from, "to": to, "segment": segment}
+    if all_segments and segment is not None:
+        fail("give --segment or --all-segments, not both", EXIT_USAGE)
+    params = {"from": start_from, "to": to, "segment": "*" if all_segments else segment}
     response = read_service(url, token, admin_token).request(
         "GET", f"/v1/models/{model}/sla", params=params, accept=SLA_FORMATS[chosen]
     )

@@ -47,8 +47,14 @@ def get_model_by_name(session: Session, name: str) -> Model | None:
     return session.scalars(select(Model).where(Model.name == name)).one_or_none()
 
 
-def list_models(session: Session) -> Sequence[Model]:
-    return session.scalars(select(Model).order_by(Model.name)).all()
+def list_models(
+    session: Session, *, after: str | None = None, limit: int | None = None
+) -> Sequence[Model]:
+    """The models by name; with ``after``, only names after it (a keyset page of ``limit``)."""
+    query = select(Model).order_by(Model.name).limit(limit)
+    if after is not None:
+        query = query.where(Model.name > after)
+    return session.scalars(query).all()
 
 
 def find_api_key_by_hash(session: Session, token_hash: str) -> ApiKey | None:

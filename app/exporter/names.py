@@ -75,6 +75,9 @@ ESTIMATE_RELIABLE = "priorwatch_estimate_reliable"
 ESTIMATE_ERROR = "priorwatch_estimate_error"
 """gauge {model, segment, metric}: estimated minus labelled value, from the latest fresh
 window that holds both unlabelled and labelled rows."""
+DATABASE_UP = "priorwatch_database_up"
+"""gauge: 1 if this scrape read the database, 0 if it was unavailable (then no series
+that the database holds is exposed)."""
 
 EXPOSED_NAMES: tuple[str, ...] = (
     WINDOW_METRIC,
@@ -105,6 +108,7 @@ EXPOSED_NAMES: tuple[str, ...] = (
     ESTIMATE_P_VALUE,
     ESTIMATE_RELIABLE,
     ESTIMATE_ERROR,
+    DATABASE_UP,
 )
 """Every ``priorwatch_*`` sample name of the exposition (for rules and dashboards)."""
 
@@ -260,3 +264,11 @@ ESTIMATE_FAMILIES: tuple[FamilySpec, ...] = (
     ),
 )
 """The families of the label-free estimates (app/exporter/estimates.py)."""
+
+DATABASE_UP_FAMILY = FamilySpec(
+    DATABASE_UP,
+    "gauge",
+    "1 if this scrape read the database, 0 if it was unavailable (no stored series then)",
+    (),
+)
+"""Written first by ``GET /metrics`` (app/exporter/registry.py), database up or not."""

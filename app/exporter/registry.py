@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from fastapi import FastAPI
@@ -13,13 +14,19 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.orm import Session
 
+from app.db.availability import describe_outage, is_outage
 from app.exporter import names
 from app.exporter.collector import WindowResultsCollector
 from app.exporter.estimates import EstimateCollector
+from app.exporter.names import DATABASE_UP, DATABASE_UP_FAMILY
 from app.exporter.rejections import RejectionCounter, RejectionCountingMiddleware
 from app.exporter.streaks import StreakCollector
+from app.exporter.text import render_series
+
+log = logging.getLogger("priorwatch.exporter")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """Media type of the exposition (Prometheus text format 0.0.4)."""
@@ -74,8 +81,23 @@ class Exporter:
 
     def render(self) -> bytes:
         """The full exposition in text format 0.0.4 (window and streak families written
-        directly)."""
-        return self.windows.render_text().encode() + generate_latest(self.process)
+        directly).
+
+        While the database is unavailable (:func:`~app.db.availability.is_outage`) the
+        exposition still answers, as exporters do (postgres_exporter's ``pg_up``):
+        ``priorwatch_database_up 0`` and the series of this process (rejections,
+        process, platform, garbage collector), none read from the database and none
+        cached from an earlier scrape. Other database errors propagate.
+        """
+        try:
+            stored = self.windows.render_text()
+        except (sa_exc.DBAPIError, sa_exc.TimeoutError) as exc:
+            if not is_outage(exc):
+                raise
+            log.warning("database unavailable for /metrics: %s", describe_outage(exc))
+            stored = None
+        up = render_series((DATABASE_UP_FAMILY,), {DATABASE_UP: [((), float(stored is not None))]})
+        return (up + (stored or "")).encode() + generate_latest(self.process)
 
 
 def install_exporter(app: FastAPI) -> None:

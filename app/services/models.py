@@ -12,6 +12,7 @@ are accepted from then on.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -159,8 +160,43 @@ def _apply_update(session: Session, model: Model, data: ModelUpdate, now: dateti
         invalidate_windows(session, model.id, now=now, detail_due=True)
 
 
-def list_models(session: Session) -> Sequence[Model]:
-    return queries.list_models(session)
+MODELS_PAGE_MAX = 1000
+"""Most models one ``GET /v1/models`` answers (``limit``; default 100)."""
+
+
+def list_models(
+    session: Session, *, cursor: str | None = None, limit: int = MODELS_PAGE_MAX
+) -> tuple[Sequence[Model], str | None]:
+    """One page of the models by name, and the cursor of the next page (None: last page).
+
+    The cursor is opaque to clients: the last name of the page, base64url-encoded. The
+    next page starts after that name (a keyset), so models registered or deleted between
+    two calls neither repeat nor hide the others.
+    """
+    after = _decode_cursor(cursor) if cursor is not None else None
+    rows = queries.list_models(session, after=after, limit=limit + 1)
+    page = rows[:limit]
+    more = len(rows) > limit
+    return page, _encode_cursor(page[-1].name) if more else None
+
+
+def _encode_cursor(name: str) -> str:
+    return base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> str:
+    """The name a cursor of :func:`_encode_cursor` carries (InvalidInput otherwise).
+
+    >>> _decode_cursor(_encode_cursor("fraud-scorer"))
+    'fraud-scorer'
+    """
+    try:
+        name = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except ValueError:
+        name = ""
+    if not name or _encode_cursor(name) != cursor:
+        raise InvalidInput("cursor", "is not a cursor of GET /v1/models: pass its `next` value")
+    return name
 
 
 def to_public(model: Model) -> ModelPublic:

@@ -205,13 +205,14 @@ def _csv_number(value: float | int | None) -> str:
     return "" if value is None else repr(value)
 
 
-def report_to_csv(report: SlaReport) -> str:
-    """The report as CSV (RFC 4180, header :data:`CSV_COLUMNS`): one row per window
-    and objective; undefined values are empty cells."""
+def report_to_csv(*reports: SlaReport) -> str:
+    """The reports as one CSV (RFC 4180, header :data:`CSV_COLUMNS`): one row per
+    window and objective, report after report (the ``segment`` column tells them
+    apart); undefined values are empty cells."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(CSV_COLUMNS)
-    for w in report.windows:
+    for w in (w for report in reports for w in report.windows):
         view = w.window
         for r in w.results:
             o = r.objective

@@ -1,22 +1,27 @@
 """The SLA report as one self-contained HTML page (``Accept: text/html``).
 
-Rendered from the report's JSON document (``SlaReport.to_dict()``), so it
-shows exactly what the JSON and CSV forms say: the compliance summary, per
-objective a chart of its value at pi0 over the windows against the target
-(credible intervals as whiskers, points coloured by status), a status strip
-with one cell per window, the observed prior against pi0, and a table of
-every window. Inline CSS and inline SVG only: no script, no external asset.
-Statuses are rendered generically: any status string gets a colour (known
-ones a fixed one) and an entry in the legend.
+Rendered from the report's JSON documents (``SlaReport.to_dict()``, one per
+segment), so it shows exactly what the JSON and CSV forms say: pi0 and the
+decision rule, then per segment the compliance summary, a status strip with
+one cell per window, per objective a chart of its value at pi0 over the
+windows against the target (credible intervals as whiskers, points coloured
+by status), the observed prior against pi0, and a table of every window.
+Inline CSS and inline SVG only: no script, no external asset. The charts
+scale to the width of the page (a phone or a 700 px window shows every
+window) and a print stylesheet starts each segment and each window table on
+a new page. Statuses are rendered generically: any status string gets a
+colour (known ones a fixed one) and an entry in the legend.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from html import escape
 from typing import Any
+
+from app.services.chart_ticks import nice_ticks, readable_instant, tick_decimals, time_labels
 
 STATUS_COLOURS: Mapping[str, str] = {
     "met": "#2e7d32",
@@ -33,21 +38,29 @@ WIDTH, HEIGHT = 960, 240
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 56, 16, 16, 36
 
 CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#212121;
-background:#fff}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
-.sub{color:#616161;margin:0 0 16px}
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px auto;
+max-width:1100px;padding:0 16px;color:#212121;background:#fff;
+-webkit-print-color-adjust:exact;print-color-adjust:exact}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:19px;margin:32px 0 8px}
+h3{font-size:16px;margin:24px 0 8px}
+.sub{color:#616161;margin:0 0 16px}.rule{font-size:13px;color:#424242;max-width:75ch}
 .cards{display:flex;gap:12px;flex-wrap:wrap}
 .card{border:1px solid #e0e0e0;border-radius:6px;padding:10px 14px;min-width:110px}
 .card b{display:block;font-size:22px}
 .legend span{display:inline-block;margin-right:14px;font-size:13px}
 .sw{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:5px;
 vertical-align:-1px}
+svg.chart{display:block;width:100%;height:auto}
+.wide{overflow-x:auto}
 table{border-collapse:collapse;font-size:13px;margin-top:8px}
 th,td{border-bottom:1px solid #eee;padding:3px 8px;text-align:right}
 th:first-child,td:first-child{text-align:left}
 td.status{font-weight:600}
-svg text{font-size:11px;fill:#424242}
+svg text{font-size:13px;fill:#424242}
+@page{margin:14mm}
+@media print{body{margin:0;max-width:none;padding:0}
+section.segment+section.segment,.windows{break-before:page}
+.block,tr{break-inside:avoid}h2,h3{break-after:avoid}.wide{overflow:visible}}
 """
 
 
@@ -75,15 +88,17 @@ def w_start(window: Mapping[str, Any]) -> str:
 
 
 class _Axes:
-    """Maps window index and value to SVG coordinates of one chart."""
+    """Maps window index and value to SVG coordinates of one chart (of at least one
+    window)."""
 
-    def __init__(self, windows: int, values: Sequence[float]) -> None:
+    def __init__(self, windows: Sequence[Mapping[str, Any]], values: Sequence[float]) -> None:
         lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
-        pad = (hi - lo) * 0.08 or max(abs(hi) * 0.1, 0.01)
-        # a chart of non-negative values (rates, priors) does not dip below 0
-        self.lo = max(lo - pad, 0.0) if lo >= 0.0 else lo - pad
-        self.hi = hi + pad
-        self.windows = max(windows, 1)
+        self.ticks = nice_ticks(lo, hi)
+        self.lo, self.hi = self.ticks[0], self.ticks[-1]
+        self.starts = [datetime.fromisoformat(w_start(w)) for w in windows]
+        length = datetime.fromisoformat(str(windows[0]["end"])) - self.starts[0]
+        self.window_seconds = round(length.total_seconds())
+        self.windows = len(windows)
 
     def x(self, i: int) -> float:
         inner = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
@@ -93,35 +108,33 @@ class _Axes:
         inner = HEIGHT - MARGIN_TOP - MARGIN_BOTTOM
         return MARGIN_TOP + inner * (self.hi - value) / (self.hi - self.lo)
 
-    def frame(self, starts: Sequence[str]) -> list[str]:
-        """Axis lines, y ticks and a few x labels (window starts)."""
+    def frame(self) -> list[str]:
+        """Axis lines, y ticks at round values and x labels at round instants."""
         parts = [
             f'<line x1="{MARGIN_LEFT}" y1="{MARGIN_TOP}" x2="{MARGIN_LEFT}" '
             f'y2="{HEIGHT - MARGIN_BOTTOM}" stroke="#9e9e9e"/>',
             f'<line x1="{MARGIN_LEFT}" y1="{HEIGHT - MARGIN_BOTTOM}" x2="{WIDTH - MARGIN_RIGHT}" '
             f'y2="{HEIGHT - MARGIN_BOTTOM}" stroke="#9e9e9e"/>',
         ]
-        for k in range(5):
-            value = self.lo + (self.hi - self.lo) * k / 4
+        decimals = tick_decimals(self.ticks[1] - self.ticks[0])
+        for value in self.ticks:
             y = self.y(value)
             parts.append(
                 f'<line x1="{MARGIN_LEFT}" y1="{y:.1f}" x2="{WIDTH - MARGIN_RIGHT}" y2="{y:.1f}" '
                 f'stroke="#f0f0f0"/><text x="{MARGIN_LEFT - 6}" y="{y + 4:.1f}" '
-                f'text-anchor="end">{value:.3g}</text>'
+                f'text-anchor="end">{value:.{decimals}f}</text>'
             )
-        step = max(1, math.ceil(len(starts) / 8))
-        for i in range(0, len(starts), step):
-            label = escape(starts[i][5:16].replace("T", " "))
+        for i, label in time_labels(self.starts, self.window_seconds):
             parts.append(
-                f'<text x="{self.x(i):.1f}" y="{HEIGHT - MARGIN_BOTTOM + 16}" '
-                f'text-anchor="middle">{label}</text>'
+                f'<text x="{self.x(i):.1f}" y="{HEIGHT - MARGIN_BOTTOM + 18}" '
+                f'text-anchor="middle">{escape(label)}</text>'
             )
         return parts
 
 
 def _svg(parts: Sequence[str], title: str) -> str:
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" '
         f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">'
         f"<title>{escape(title)}</title>{''.join(parts)}</svg>"
     )
@@ -160,8 +173,8 @@ def objective_chart(
     values: list[float] = [float(objective["target"])]
     for r in results:
         values.extend(float(r[k]) for k in ("value", "lower", "upper") if r.get(k) is not None)
-    axes = _Axes(len(windows), values)
-    parts = axes.frame([str(w["start"]) for w in windows])
+    axes = _Axes(windows, values)
+    parts = axes.frame()
     parts.append(
         _hline(
             axes,
@@ -193,8 +206,8 @@ def prior_chart(windows: Sequence[Mapping[str, Any]], pi0: float) -> str:
     """SVG: the observed prior per window against pi0."""
     priors = [w.get("prior") for w in windows]
     values = [pi0, *(float(p) for p in priors if p is not None)]
-    axes = _Axes(len(windows), [0.0, *values])
-    parts = axes.frame([w_start(w) for w in windows])
+    axes = _Axes(windows, [0.0, *values])
+    parts = axes.frame()
     parts.append(_hline(axes, pi0, "#1565c0", f"pi0 = {pi0:g}"))
     parts += _polylines(axes, priors, "#6d4c41")
     for i, p in enumerate(priors):
@@ -208,20 +221,22 @@ def prior_chart(windows: Sequence[Mapping[str, Any]], pi0: float) -> str:
 
 
 def status_strip(windows: Sequence[Mapping[str, Any]]) -> str:
-    """SVG: one coloured cell per window, its overall status."""
+    """SVG: one coloured cell per window, its overall status (scaled to the page width;
+    the gap between cells shrinks with them, so no cell vanishes)."""
     n = max(len(windows), 1)
     inner = WIDTH - MARGIN_LEFT - MARGIN_RIGHT
     cell = inner / n
+    gap = min(1.0, 0.15 * cell)
     parts = []
     for i, w in enumerate(windows):
         status = str(w["status"])
         parts.append(
-            f'<rect x="{MARGIN_LEFT + i * cell:.1f}" y="4" width="{max(cell - 1, 1):.1f}" '
+            f'<rect x="{MARGIN_LEFT + i * cell:.2f}" y="4" width="{cell - gap:.2f}" '
             f'height="24" fill="{status_colour(status)}"><title>'
-            f"{escape(w_start(w))}: {escape(status)}</title></rect>"
+            f"{escape(readable_instant(w_start(w)))}: {escape(status)}</title></rect>"
         )
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="32" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart strip" '
         f'viewBox="0 0 {WIDTH} 32" role="img" aria-label="status per window">'
         f"{''.join(parts)}</svg>"
     )
@@ -289,7 +304,7 @@ def _window_table(report: Mapping[str, Any]) -> str:
         for r in w["objectives"]:
             interval = ""
             if r.get("lower") is not None and r.get("upper") is not None:
-                interval = f" [{_number(r['lower'])}, {_number(r['upper'])}]"
+                interval = f"<br>[{_number(r['lower'])}, {_number(r['upper'])}]"
             colour = status_colour(str(r["status"]))
             cells.append(
                 f"<td>{_number(r.get('value'))}{interval} "
@@ -297,55 +312,118 @@ def _window_table(report: Mapping[str, Any]) -> str:
             )
         colour = status_colour(str(w["status"]))
         rows.append(
-            f"<tr><td>{escape(w_start(w))}</td><td>{w.get('n', '')}</td>"
+            f"<tr><td>{escape(readable_instant(w_start(w)))}</td><td>{w.get('n', '')}</td>"
             f"<td>{_number(w.get('prior'), 4)}</td>"
             f'<td class="status" style="color:{colour}">{escape(str(w["status"]))}</td>'
             + "".join(cells)
             + "</tr>"
         )
     return (
-        f"<table><tr><th>window start</th><th>n</th><th>prior</th><th>status</th>{head}</tr>"
-        + "".join(rows)
-        + "</table>"
+        '<div class="wide"><table><thead><tr><th>window start</th><th>n</th><th>prior</th>'
+        f"<th>status</th>{head}</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+    )
+
+
+def _rule(report: Mapping[str, Any]) -> str:
+    """pi0 and the decision rule, as the report states them."""
+    items = "".join(
+        f"<li><b>{escape(str(o['objective']))}</b> (read as {escape(str(o['evaluated_as']))}): "
+        f"{escape(str(o['rule']))}</li>"
+        for o in report["objectives"]
+        if o.get("rule")
+    )
+    return (
+        '<div class="rule">'
+        f"<p>Every objective is read at the reference prior <b>pi0 = {report['pi0']:g}</b>: "
+        "the value the metric would have if the share of positives were pi0, "
+        "whatever the share in the window.</p>"
+        + (f"<p>{escape(str(report['rule']))}</p>" if report.get("rule") else "")
+        + (f"<ul>{items}</ul>" if items else "")
+        + "</div>"
+    )
+
+
+def _segment_name(report: Mapping[str, Any]) -> str:
+    return str(report.get("segment") or "all traffic")
+
+
+def _segment_section(report: Mapping[str, Any], heading: bool) -> str:
+    """One segment's summary, charts and windows (``heading``: name the segment)."""
+    windows = report["windows"]
+    parts = [f"<h2>Segment: {escape(_segment_name(report))}</h2>"] if heading else []
+    parts += [
+        '<div class="block"><h3>Compliance</h3>',
+        _summary_cards(report["summary"]),
+        _objective_summary(report["summary"]),
+        "</div>",
+    ]
+    if not windows:
+        parts.append("<p>No window holds data in this range.</p>")
+        return f'<section class="segment">{"".join(parts)}</section>'
+    parts += [
+        '<div class="block"><h3>Status per window</h3>',
+        status_strip(windows),
+        _legend(_statuses(report)),
+        "</div>",
+    ]
+    for i, objective in enumerate(report["objectives"]):
+        parts += [
+            f'<div class="block"><h3>{escape(str(objective["objective"]))} '
+            f"<small>(read as {escape(str(objective['evaluated_as']))})</small></h3>",
+            objective_chart(windows, i, objective),
+            "</div>",
+        ]
+    parts += [
+        '<div class="block"><h3>Observed prior against pi0</h3>',
+        prior_chart(windows, float(report["pi0"])),
+        "</div>",
+        '<div class="windows"><h3>Windows</h3>',
+        _window_table(report),
+        "</div>",
+    ]
+    return f'<section class="segment">{"".join(parts)}</section>'
+
+
+def _segment_overview(reports: Sequence[Mapping[str, Any]]) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(_segment_name(r))}</td><td>{r['summary'].get('windows', 0)}</td>"
+        f"<td>{r['summary'].get('windows_met', 0)}</td>"
+        f"<td>{r['summary'].get('windows_breached', 0)}</td>"
+        f"<td>{_percent(r['summary'].get('compliance_ratio'))}</td></tr>"
+        for r in reports
+    )
+    return (
+        "<table><thead><tr><th>segment</th><th>windows</th><th>met</th><th>breached</th>"
+        f"<th>compliance</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 
 
 def report_to_html(report: Mapping[str, Any]) -> str:
     """The page of one SLA report document (``SlaReport.to_dict()``)."""
-    windows = report["windows"]
-    segment = report.get("segment") or "all traffic"
-    title = f"SLA report: {report['model']}"
-    sections = [
+    return reports_to_html([report])
+
+
+def reports_to_html(reports: Sequence[Mapping[str, Any]]) -> str:
+    """The page of a model's SLA reports over the same range, one section per segment
+    (one report: the page of that segment alone)."""
+    first = reports[0]
+    title = f"SLA report: {first['model']}"
+    scope = _segment_name(first) if len(reports) == 1 else f"{len(reports)} segments"
+    head = [
         f"<h1>{escape(title)}</h1>",
-        f'<p class="sub">{escape(str(segment))} · windows from {escape(str(report["from"]))} '
-        f"to {escape(str(report['to']))} · objectives read at pi0 = {report['pi0']:g}</p>",
-        "<h2>Compliance</h2>",
-        _summary_cards(report["summary"]),
-        _objective_summary(report["summary"]),
+        f'<p class="sub">{escape(scope)} · windows from '
+        f"{escape(readable_instant(str(first['from'])))} "
+        f"to {escape(readable_instant(str(first['to'])))} · objectives read at "
+        f"pi0 = {first['pi0']:g}</p>",
+        _rule(first),
     ]
-    if windows:
-        sections += [
-            "<h2>Status per window</h2>",
-            status_strip(windows),
-            _legend(_statuses(report)),
-        ]
-        for i, objective in enumerate(report["objectives"]):
-            sections += [
-                f"<h2>{escape(str(objective['objective']))} "
-                f"<small>(read as {escape(str(objective['evaluated_as']))})</small></h2>",
-                objective_chart(windows, i, objective),
-            ]
-        sections += [
-            "<h2>Observed prior against pi0</h2>",
-            prior_chart(windows, float(report["pi0"])),
-            "<h2>Windows</h2>",
-            _window_table(report),
-        ]
-    else:
-        sections.append("<p>No window holds data in this range.</p>")
+    if len(reports) > 1:
+        head += ["<h2>Compliance by segment</h2>", _segment_overview(reports)]
+    body = head + [_segment_section(r, heading=len(reports) > 1) for r in reports]
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
-        + "\n".join(sections)
+        + "\n".join(body)
         + "</body></html>\n"
     )

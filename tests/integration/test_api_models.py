@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -9,7 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from app.cli import admin, cli
 from app.metrics.binning import default_bin_edges
 
 PROBLEM = "application/problem+json"
@@ -140,7 +143,7 @@ def test_invalid_models_are_refused_with_the_field(
     problem = r.json()
     assert problem["status"] == 422 and problem["type"].endswith("invalid-input")
     assert any(e["field"].startswith(field) for e in problem["errors"]), problem
-    assert client.get("/v1/models", headers=admin_headers).json() == {"models": []}
+    assert client.get("/v1/models", headers=admin_headers).json() == {"models": [], "next": None}
 
 
 def test_sla_metric_names_are_those_of_evaluate(api: Any) -> None:
@@ -176,7 +179,7 @@ def test_sla_objective_ids_are_unique_per_model(api: Any) -> None:
     assert r.status_code == 422, r.text
     (error,) = r.json()["errors"]
     assert error["field"] == "sla.1.id" and "recall_ge" in error["reason"]
-    assert api.client.get("/v1/models", headers=api.admin).json() == {"models": []}
+    assert api.client.get("/v1/models", headers=api.admin).json() == {"models": [], "next": None}
     r = api.client.post(
         "/v1/models",
         json={"name": "n", "pi0": 0.1, "sla": [floor, {**strict, "id": "recall-strict"}]},
@@ -274,4 +277,95 @@ def test_wrong_content_type_and_malformed_json(
         headers={**admin_headers, "Content-Type": "application/json"},
     )
     assert r.status_code == 400 and r.json()["type"].endswith("malformed-json")
-    assert client.get("/v1/models", headers=admin_headers).json() == {"models": []}
+    assert client.get("/v1/models", headers=admin_headers).json() == {"models": [], "next": None}
+
+
+def _pages(api: Any, limit: int) -> list[list[str]]:
+    """The names of each page of GET /v1/models, following ``next`` to the end."""
+    pages: list[list[str]] = []
+    params: dict[str, Any] = {"limit": limit}
+    while True:
+        r = api.client.get("/v1/models", params=params, headers=api.admin)
+        assert r.status_code == 200, r.text
+        doc = r.json()
+        pages.append([m["name"] for m in doc["models"]])
+        if doc["next"] is None:
+            return pages
+        params["cursor"] = doc["next"]
+
+
+def test_model_pages_list_every_model_exactly_once(api: Any) -> None:
+    names = ["m-07", "a-1", "z", "m-10", "b", "m-2", "c-x"]
+    for name in names:
+        api.create_model(name)
+    pages = _pages(api, limit=3)
+    assert [len(p) for p in pages] == [3, 3, 1]
+    assert [n for p in pages for n in p] == sorted(names)
+    assert _pages(api, limit=7) == [sorted(names)]  # an exact fit: no empty last page
+    assert _pages(api, limit=1000) == [sorted(names)]
+
+
+def test_model_pages_are_stable_under_inserts(api: Any) -> None:
+    """A model registered between two pages neither repeats nor hides another one."""
+    for name in ("b", "d", "f", "h"):
+        api.create_model(name)
+    first = api.client.get("/v1/models", params={"limit": 2}, headers=api.admin).json()
+    assert [m["name"] for m in first["models"]] == ["b", "d"]
+    api.create_model("a")  # before the cursor: not in the later pages
+    api.create_model("e")  # after it: in them
+    rest = api.client.get(
+        "/v1/models", params={"limit": 10, "cursor": first["next"]}, headers=api.admin
+    ).json()
+    assert [m["name"] for m in rest["models"]] == ["e", "f", "h"]
+    assert rest["next"] is None
+
+
+def test_model_pages_default_to_100(api: Any) -> None:
+    for i in range(101):
+        api.create_model(f"m-{i:03d}")
+    doc = api.client.get("/v1/models", headers=api.admin).json()
+    assert len(doc["models"]) == 100 and doc["next"] is not None
+    last = api.client.get("/v1/models", params={"cursor": doc["next"]}, headers=api.admin).json()
+    assert [m["name"] for m in last["models"]] == ["m-100"] and last["next"] is None
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 1001}, "limit"),
+        ({"limit": "many"}, "limit"),
+        ({"cursor": "not a cursor!"}, "cursor"),
+        ({"cursor": "//8"}, "cursor"),  # base64 of bytes that are not UTF-8
+        ({"cursor": ""}, "cursor"),
+    ],
+)
+def test_bad_page_parameters_are_refused_with_the_field(
+    api: Any, params: dict[str, Any], field: str
+) -> None:
+    api.create_model("m")
+    r = api.client.get("/v1/models", params=params, headers=api.admin)
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"] == PROBLEM
+    assert [e["field"] for e in r.json()["errors"]] == [field]
+
+
+def test_cli_models_list_follows_the_cursor(api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("c", "a", "e", "b", "d"):
+        api.create_model(name)
+    calls: list[dict[str, Any]] = []
+
+    def request(method: str, url: str, *, timeout: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs["params"])
+        return api.client.request(method, url.removeprefix("http://svc"), **kwargs)
+
+    monkeypatch.setattr(admin, "MODELS_PAGE", 2)
+    monkeypatch.setattr("app.cli.service.httpx.request", request)
+    result = CliRunner().invoke(
+        cli,
+        ["models", "list", "--json", "--url", "http://svc"],
+        env={"PRIORWATCH_ADMIN_TOKEN": api.admin["Authorization"].removeprefix("Bearer ")},
+    )
+    assert result.exit_code == 0, result.output
+    assert [m["name"] for m in json.loads(result.stdout)] == ["a", "b", "c", "d", "e"]
+    assert len(calls) == 3 and all(c["limit"] == "2" for c in calls)

@@ -3,12 +3,27 @@ Postgres): the page is the HTML rendering of the very report the JSON form retur
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from _read_support import BACKENDS, MODEL, Populated, iso, populated_app, shared_database_url
+from _read_support import (
+    BACKENDS,
+    MODEL,
+    SEGMENTS,
+    Populated,
+    iso,
+    populated_app,
+    shared_database_url,
+)
+from typer.testing import CliRunner
 
-from app.services.sla_html import report_to_html
+from app.cli import cli
+from app.cli.service import EXIT_USAGE
+from app.services.sla_html import report_to_html, reports_to_html
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
@@ -58,3 +73,53 @@ def test_errors_stay_problem_json(data: Populated) -> None:
     r = data.client.get(f"/v1/models/{MODEL}/sla", headers={"Accept": "text/html"})
     assert r.status_code == 401
     assert r.headers["content-type"].startswith("application/problem+json")
+
+
+def test_every_segment_gets_a_report_and_a_section(data: Populated) -> None:
+    """segment=*: all traffic, then each registered segment, in JSON, HTML and CSV alike."""
+    path = f"/v1/models/{MODEL}/sla"
+    params = {"from": iso(data.day), "to": iso(data.hour(48))}
+    every = data.client.get(path, params={**params, "segment": "*"}, headers=data.read)
+    assert every.status_code == 200, every.text
+    doc = every.json()
+    assert [r["segment"] for r in doc["reports"]] == [None, *sorted(SEGMENTS)]
+    for report in doc["reports"]:
+        one = {**params, "segment": report["segment"]} if report["segment"] else params
+        assert data.client.get(path, params=one, headers=data.read).json() == report
+    assert {k: doc[k] for k in ("model", "pi0", "from", "to")} == {
+        k: doc["reports"][0][k] for k in ("model", "pi0", "from", "to")
+    }
+    assert doc["rule"] == doc["reports"][0]["rule"]
+    page = data.client.get(
+        path, params={**params, "segment": "*"}, headers={**data.read, "Accept": BROWSER}
+    ).text
+    assert page == reports_to_html(doc["reports"])
+    assert page.count('<section class="segment">') == len(doc["reports"])
+    for segment in SEGMENTS:
+        assert f"<h2>Segment: {segment}</h2>" in page
+    csv_text = data.client.get(
+        path, params={**params, "segment": "*"}, headers={**data.read, "Accept": "text/csv"}
+    ).text
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
+    expected = sum(len(r["windows"]) * len(r["objectives"]) for r in doc["reports"])
+    assert len(rows) == expected
+    assert {row["segment"] for row in rows} == {"", *SEGMENTS}
+
+
+def test_cli_asks_for_every_segment(data: Populated, monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[Any] = []
+
+    def request(method: str, url: str, *, timeout: Any, **kwargs: Any) -> Any:
+        sent.append(kwargs["params"])
+        return data.client.request(method, url.removeprefix("http://svc"), **kwargs)
+
+    monkeypatch.setattr("app.cli.service.httpx.request", request)
+    window = ["--from", iso(data.day), "--to", iso(data.hour(48))]
+    token = data.read["Authorization"].removeprefix("Bearer ")
+    args = ["sla", MODEL, "--url", "http://svc", "--token", token, *window]
+    result = CliRunner().invoke(cli, [*args, "--all-segments"])
+    assert result.exit_code == 0, result.output
+    assert sent[0]["segment"] == "*"
+    assert [r["segment"] for r in json.loads(result.stdout)["reports"]] == [None, *SEGMENTS]
+    both = CliRunner().invoke(cli, [*args, "--all-segments", "--segment", "eu"])
+    assert both.exit_code == EXIT_USAGE and "not both" in both.output

@@ -170,10 +170,23 @@ def test_grafana_gets_its_datasource_and_dashboards() -> None:
     (provider,) = yaml.safe_load((provisioning / "dashboards" / "priorwatch.yml").read_text())[
         "providers"
     ]
-    dashboards = _container_file("grafana", provider["options"]["path"])
-    assert (dashboards / "priorwatch.json").is_file()
-    home = SERVICES["grafana"]["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
-    assert _container_file("grafana", home).is_file()
+    # start.sh writes the mounted dashboards to the provider's path, then runs Grafana
+    grafana = SERVICES["grafana"]
+    shell, script, *command = grafana["entrypoint"]
+    assert shell == "/bin/sh" and command == ["/run.sh"]  # the image's own entry point
+    start = _container_file("grafana", script)
+    assert start == ROOT / "deploy" / "grafana" / "start.sh"
+    text = start.read_text()
+    source = re.search(r'src="\$\{PRIORWATCH_DASHBOARDS_SOURCE:-([^}]+)\}"', text)
+    written = re.search(r'out="\$\{PRIORWATCH_DASHBOARDS_DIR:-([^}]+)\}"', text)
+    assert source is not None and written is not None
+    assert (_container_file("grafana", source.group(1)) / "priorwatch.json").is_file()
+    assert provider["options"]["path"] == written.group(1)
+    home = Path(grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"])
+    assert home.parent == Path(written.group(1)) and home.name == "priorwatch.json"
+    # the dashboard's api_url comes from the environment, not localhost
+    assert "PRIORWATCH_PUBLIC_URL: ${PRIORWATCH_PUBLIC_URL:-" in RAW
+    assert "PRIORWATCH_PUBLIC_URL" in text
 
 
 def test_third_party_images_are_pinned() -> None:

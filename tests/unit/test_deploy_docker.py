@@ -11,8 +11,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +18,8 @@ from pathlib import Path
 import pytest
 import typer.main
 from fastapi.testclient import TestClient
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from app.cli import cli
 from app.config import Settings
@@ -261,12 +261,74 @@ def test_healthcheck_command_is_valid_python() -> None:
     compile(argv[2], "<healthcheck>", "exec")
 
 
-def test_requirements_step_extracts_the_project_dependencies(tmp_path: Path) -> None:
-    """Run the Dockerfile's own `python -c` that lists the dependencies."""
-    (step,) = [i.arguments for i in INSTRUCTIONS if i.keyword == "RUN" and "tomllib" in i.arguments]
-    code = shlex.split(step)[2]  # python -c "<code>" > /tmp/requirements.txt ...
-    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
-    )
-    assert result.stdout.split() == PYPROJECT["project"]["dependencies"]
+LOCK = ROOT / "requirements.lock"
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+
+
+def _lock_pins() -> dict[str, tuple[str, list[str]]]:
+    """Canonical name -> (version, hashes) of every requirement of the lock."""
+    pins: dict[str, tuple[str, list[str]]] = {}
+    name = ""
+    for line in LOCK.read_text().splitlines():
+        match = _PIN.match(line)
+        if match:
+            name = canonicalize_name(match.group(1))
+            assert name not in pins, f"{name} pinned twice"
+            pins[name] = (match.group(2), [])
+        elif line.strip().startswith("--hash="):
+            pins[name][1].append(line.strip().removeprefix("--hash=").rstrip(" \\"))
+        else:
+            assert not line.strip() or line.lstrip().startswith("#"), f"unexpected: {line!r}"
+    return pins
+
+
+def test_dependencies_install_from_the_lock_with_hashes() -> None:
+    """The build stage installs exactly the lock, then the project without its deps."""
+    copies = [i.arguments.split() for i in INSTRUCTIONS if i.keyword == "COPY"]
+    assert ["requirements.lock", "./"] in copies
+    pip_steps = [
+        i.arguments for i in INSTRUCTIONS if i.keyword == "RUN" and "pip install" in i.arguments
+    ]
+    assert len(pip_steps) == 2, pip_steps
+    dependencies, project = (shlex.split(step) for step in pip_steps)
+    assert dependencies == ["pip", "install", "--require-hashes", "-r", "requirements.lock"]
+    assert project[: project.index("&&")] == [
+        "pip", "install", "--no-deps", "--no-build-isolation", "."
+    ]  # fmt: skip
+    # the lock reaches the build, before the sources (its own cached layer)
+    assert in_context("requirements.lock", RULES)
+    order = [i.arguments for i in INSTRUCTIONS if i.keyword in {"COPY", "RUN"}]
+    assert order.index("requirements.lock ./") < order.index(pip_steps[0]) < order.index(". .")
+
+
+def test_the_lock_pins_every_dependency_with_hashes() -> None:
+    """Every runtime and build requirement of pyproject.toml is pinned, at a version
+    that satisfies it, with sha256 hashes (a dependency added without `make lock`
+    fails here)."""
+    pins = _lock_pins()
+    build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    for text in [*PYPROJECT["project"]["dependencies"], *build]:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name} is not in requirements.lock: run `make lock`"
+        version, _ = pins[name]
+        assert requirement.specifier.contains(version, prereleases=True), (text, version)
+        for extra in requirement.extras:  # psycopg[binary] -> psycopg-binary
+            assert canonicalize_name(f"{name}-{extra}") in pins, (text, extra)
+    for name, (version, hashes) in pins.items():
+        assert hashes, f"{name}=={version} has no hash"
+        assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in hashes), name
+    assert not re.search(r"^\s*--(index-url|extra-index-url|find-links)", LOCK.read_text(), re.M)
+
+
+def test_make_lock_regenerates_the_lock_and_install_uses_its_pins() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\nlock:", 1)[1].split("\n\n", 1)[0]
+    for flag in ("pip-compile", "--generate-hashes", "--allow-unsafe", "--all-build-deps",
+                 "--output-file requirements.lock", "pyproject.toml"):  # fmt: skip
+        assert flag in recipe, flag
+    header = LOCK.read_text().split("\n\n", 1)[0]
+    assert "pip-compile" in header and "--output-file=requirements.lock" in header
+    assert "grep -E '^[A-Za-z0-9]' requirements.lock" in makefile  # the pins, no hashes
+    assert "-c $(VENV)/constraints.txt -e '.[dev]'" in makefile
+    assert re.search(r"^\$\(STAMP\): pyproject.toml requirements.lock$", makefile, re.M)

@@ -181,8 +181,68 @@ def test_provisioning_loads_this_directory_from_grafana() -> None:
     assert provisioned["isDefault"] is True
     (provider,) = PROVIDERS["providers"]
     assert provider["type"] == "file"
-    # compose mounts deploy/grafana/dashboards here (test_deploy_compose.py)
-    assert provider["options"]["path"] == "/etc/grafana/dashboards"
+    # start.sh writes deploy/grafana/dashboards here (test_deploy_compose.py)
+    assert provider["options"]["path"] == "/var/lib/grafana/dashboards"
+
+
+START = GRAFANA / "start.sh"
+LOCAL_API = "http://localhost:8000"
+
+
+def _start(tmp_path: Path, url: str | None) -> subprocess.CompletedProcess[str]:
+    """Run start.sh on the repository's dashboards into ``tmp_path`` (then ``true``)."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PRIORWATCH_DASHBOARDS_SOURCE": str(GRAFANA / "dashboards"),
+        "PRIORWATCH_DASHBOARDS_DIR": str(tmp_path),
+    }
+    if url is not None:
+        env["PRIORWATCH_PUBLIC_URL"] = url
+    return subprocess.run(
+        ["sh", str(START), "true"], env=env, capture_output=True, text=True, check=False
+    )
+
+
+def test_only_the_api_url_variable_holds_the_local_api_address() -> None:
+    """start.sh replaces that address everywhere: it must mean api_url only."""
+    text = (GRAFANA / "dashboards" / "priorwatch.json").read_text()
+    api_url = _variables()["api_url"]
+    assert text.count(f'"{LOCAL_API}"') == 3
+    assert api_url["query"] == api_url["current"]["text"] == api_url["current"]["value"]
+    assert api_url["query"] == LOCAL_API
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("https://priorwatch.example.org/", "https://priorwatch.example.org"),
+        ("http://10.0.0.5:8000", "http://10.0.0.5:8000"),
+        (None, LOCAL_API),
+    ],
+)
+def test_api_url_is_provisioned_from_the_environment(
+    tmp_path: Path, given: str | None, expected: str
+) -> None:
+    result = _start(tmp_path, given)
+    assert result.returncode == 0, result.stderr
+    written = json.loads((tmp_path / "priorwatch.json").read_text())
+    variables = {v["name"]: v for v in written["templating"]["list"]}
+    api_url = variables.pop("api_url")
+    assert api_url["query"] == api_url["current"]["text"] == api_url["current"]["value"]
+    assert api_url["query"] == expected
+    # nothing else changed
+    assert variables == {k: v for k, v in _variables().items() if k != "api_url"}
+    assert written["panels"] == DASHBOARD["panels"]
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://x.example.org", "priorwatch:8000", 'http://x/"a', "http://x/a b", "http://a|b"]
+)
+def test_start_refuses_an_api_url_that_is_no_plain_http_url(tmp_path: Path, url: str) -> None:
+    result = _start(tmp_path, url)
+    assert result.returncode != 0
+    assert "PRIORWATCH_PUBLIC_URL" in result.stderr
+    assert not list(tmp_path.iterdir())
 
 
 def _exprs_with_variables_substituted() -> list[str]:

@@ -54,6 +54,7 @@ EXPOSITION_NAMES: tuple[str, ...] = (
     "priorwatch_estimate_p_value",
     "priorwatch_estimate_reliable",
     "priorwatch_estimate_error",
+    "priorwatch_database_up",
 )
 #: Series Prometheus itself writes for every scrape target (rules only).
 PROMETHEUS_SERIES = ("up",)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Query, Response, status
 
 from app.api.deps import (
     AdminDep,
@@ -41,9 +41,19 @@ def create_model(
     return service.to_public(model)
 
 
-@router.get("", responses=PROBLEMS, summary="List the models (admin)")
-def list_models(_admin: AdminDep, session: SessionDep) -> ModelList:
-    return ModelList(models=[service.to_public(m) for m in service.list_models(session)])
+@router.get("", responses=PROBLEMS, summary="List the models, a page at a time (admin)")
+def list_models(
+    _admin: AdminDep,
+    session: SessionDep,
+    limit: Annotated[
+        int, Query(ge=1, le=service.MODELS_PAGE_MAX, description="most models in the answer")
+    ] = 100,
+    cursor: Annotated[
+        str | None, Query(description="the `next` of the previous page; omitted: the first page")
+    ] = None,
+) -> ModelList:
+    page, next_cursor = service.list_models(session, cursor=cursor, limit=limit)
+    return ModelList(models=[service.to_public(m) for m in page], next=next_cursor)
 
 
 @router.get("/{name}", responses=PROBLEMS, summary="One model's settings (admin or any key of it)")

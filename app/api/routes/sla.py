@@ -7,22 +7,32 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Header
+from fastapi import APIRouter, Header, Query
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from app.api.deps import ReadModelDep, SessionDep
 from app.api.routes.models import PROBLEMS
-from app.api.routes.windows import FromQuery, SegmentQuery, ToQuery
+from app.api.routes.windows import FromQuery, ToQuery
 from app.services.model_config import ModelConfig
-from app.services.sla import report_to_csv, sla_report
-from app.services.sla_html import report_to_html
+from app.services.sla import RULE, report_to_csv, sla_report
+from app.services.sla_html import reports_to_html
 
 router = APIRouter(prefix="/v1/models/{name}/sla", tags=["sla"])
 
 CSV_MEDIA_TYPE = "text/csv"
 HTML_MEDIA_TYPE = "text/html"
 JSON_MEDIA_TYPE = "application/json"
+EVERY_SEGMENT = "*"
+"""``segment=*``: all traffic and every registered segment, one report each."""
+SlaSegmentQuery = Annotated[
+    str | None,
+    Query(
+        description="a registered segment, or * for all traffic and every segment (JSON: "
+        '{"model", "pi0", "from", "to", "rule", "reports": [one report per segment]}; '
+        "HTML: a section per segment; CSV: the rows of all); omitted: all traffic"
+    ),
+]
 
 
 class SlaReportOut(BaseModel):
@@ -85,27 +95,32 @@ def get_sla_report(
     session: SessionDep,
     start_from: FromQuery,
     to: ToQuery,
-    segment: SegmentQuery = None,
+    segment: SlaSegmentQuery = None,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
-    report = sla_report(
-        session,
-        ModelConfig.from_row(model),
-        segment=segment,
-        start_from=start_from,
-        to=to,
-        now=datetime.now(UTC),
-    )
+    config = ModelConfig.from_row(model)
+    now = datetime.now(UTC)
+    segments = [None, *sorted(config.segments)] if segment == EVERY_SEGMENT else [segment]
+    reports = [
+        sla_report(session, config, segment=s, start_from=start_from, to=to, now=now)
+        for s in segments
+    ]
     media = preferred_media(accept)
     if media == HTML_MEDIA_TYPE:
         return Response(
-            report_to_html(report.to_dict()), media_type=f"{HTML_MEDIA_TYPE}; charset=utf-8"
+            reports_to_html([r.to_dict() for r in reports]),
+            media_type=f"{HTML_MEDIA_TYPE}; charset=utf-8",
         )
     if media == CSV_MEDIA_TYPE:
-        filename = f"sla-{report.model}.csv"
+        filename = f"sla-{config.name}.csv"
         return Response(
-            report_to_csv(report),
+            report_to_csv(*reports),
             media_type=f"{CSV_MEDIA_TYPE}; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{filename}"'},
         )
-    return Response(orjson.dumps(report.to_dict()), media_type=JSON_MEDIA_TYPE)
+    if segment != EVERY_SEGMENT:
+        return Response(orjson.dumps(reports[0].to_dict()), media_type=JSON_MEDIA_TYPE)
+    first = reports[0].to_dict()
+    every = {k: first[k] for k in ("model", "pi0", "from", "to")}
+    body = {**every, "rule": RULE, "reports": [r.to_dict() for r in reports]}
+    return Response(orjson.dumps(body), media_type=JSON_MEDIA_TYPE)
