@@ -122,8 +122,8 @@ def test_interval_evidence_without_a_stored_interval_is_inconclusive() -> None:
         ("recall", "interval"),
         ("ops_f1", "interval"),
         ("auc_roc", "interval"),
-        ("auc_pr", "point"),  # calibrated_auc_pr: no honest interval
-        ("ks", "point"),
+        ("auc_pr", "interval"),  # calibrated_auc_pr: closed-form interval
+        ("ks", "interval"),
         ("f1@t=0.3", "point"),
         ("recall@t=0.3", "point"),
         ("weighted_accuracy", "point"),
