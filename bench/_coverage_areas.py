@@ -107,7 +107,7 @@ def area_coverage(rng: np.random.Generator, trials: int) -> None:
     print("   cell = coverage (share of windows with a stored interval that contain the")
     print("   population value) / share of windows storing one; '<' coverage + 2 SE < 0.93")
     rows: list[tuple[str, str, int, float, float, float, float]] = []
-    before: list[tuple[str, int, float, float, float]] = []
+    before: list[tuple[str, int, float, float]] = []
     start = time.perf_counter()
     timed = 0
     for name, p_pos, p_neg in score_models():
@@ -151,7 +151,7 @@ def area_coverage(rng: np.random.Generator, trials: int) -> None:
                 for key in old_hits:
                     if old_seen[key]:
                         metric = "ks" if key == "ks" else f"calibrated_auc_pr@{key}"
-                        before.append((metric, m, prior, old_hits[key] / old_seen[key], 0.0))
+                        before.append((metric, m, prior, old_hits[key] / old_seen[key]))
     elapsed = time.perf_counter() - start
     print(f"   ({timed} windows, {elapsed:.0f} s in all)")
     _print_cells(rows)
@@ -186,11 +186,14 @@ def _print_cells(rows: list[tuple[str, str, int, float, float, float, float]]) -
     )
 
 
-def _print_before(before: list, rows: list) -> None:
+def _print_before(
+    before: list[tuple[str, int, float, float]],
+    rows: list[tuple[str, str, int, float, float, float, float]],
+) -> None:
     print("\n   before/after, binormal model (before: the library's BCa bootstrap)")
     print("   {:<26} {:>10} {:>8} {:>8}".format("metric", "pos/prior", "before", "after"))
     after = {(r[0], r[2], r[3]): (r[4], r[6]) for r in rows if r[1] == "binormal"}
-    for metric, m, prior, cov, _ in before:
+    for metric, m, prior, cov in before:
         cov_after, share = after.get((metric, m, prior), (math.nan, 0.0))
         shown = f"{cov_after:.3f}" if share >= 0.05 else "-"
         print(f"   {metric:<26} {f'{m}/{prior}':>10} {cov:>8.3f} {shown:>8}")
