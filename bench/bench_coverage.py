@@ -20,7 +20,13 @@ Prints
      (the rule) and at the reference's own quantiles (before), with the
      Monte-Carlo standard error at the nominal level.
 
-Run: .venv/bin/python bench/bench_coverage.py [--quick] [--only coverage|drift]
+  3. coverage of the calibrated AUC-PR and KS intervals (closed forms) over
+     five score models, 30-10,000 positives, priors and pi0 0.01-0.5, with
+     the library's former bootstrap beside them (bench/_coverage_areas.py);
+  4. the SLA at its target: share of windows breached on the point and by
+     the interval rule, objectives on auc_pr and ks.
+
+Run: .venv/bin/python bench/bench_coverage.py [--quick] [--only coverage|drift|areas|sla]
 [--trials 400] [--alarms 1000] [--seed 0] (about 10 minutes with the defaults on
 this shared machine, 3 with --quick).
 """
@@ -32,6 +38,7 @@ import math
 import time
 
 import numpy as np
+from _coverage_areas import area_coverage, sla_at_target
 
 from app.drift import DriftSettings
 from app.drift.histograms import WindowHistograms
@@ -203,14 +210,20 @@ def main() -> None:
     parser.add_argument("--alarms", type=int, default=1_000, help="trials per drift case")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="100 windows, 300 drift trials")
-    parser.add_argument("--only", choices=("coverage", "drift"), help="run one part")
+    parser.add_argument(
+        "--only", choices=("coverage", "drift", "areas", "sla"), help="run one part"
+    )
     args = parser.parse_args()
     trials, alarms = (100, 300) if args.quick else (args.trials, args.alarms)
     rng = np.random.default_rng(args.seed)
-    if args.only != "drift":
+    if args.only in (None, "coverage"):
         coverage(rng, trials)
-    if args.only != "coverage":
+    if args.only in (None, "drift"):
         false_alarms(rng, alarms)
+    if args.only in (None, "areas"):
+        area_coverage(rng, trials)
+    if args.only in (None, "sla"):
+        sla_at_target(rng, rounds=2 if args.quick else 10)
 
 
 if __name__ == "__main__":

@@ -87,3 +87,16 @@ def check_count(name: str, value: Any) -> npt.NDArray[np.float64]:
     if np.any(v < 0.0):
         raise InvalidInput(name, f"is {value!r}, must be >= 0")
     return v
+
+
+def check_class_histograms(
+    positives: Any, negatives: Any
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Two per-class histograms: one-dimensional counts (:func:`check_count`) of one shape."""
+    pos = check_count("positives", positives)
+    neg = check_count("negatives", negatives)
+    if pos.ndim != 1:
+        raise InvalidInput("positives", "must be a one-dimensional array of bin counts")
+    if neg.shape != pos.shape:
+        raise InvalidInput("negatives", f"has shape {neg.shape} but positives has {pos.shape}")
+    return pos, neg

@@ -50,6 +50,9 @@ bin (totals vary too, as in the binomial sampling of a real window) — form a
 and accelerated (BCa, Efron 1987), the acceleration from a jackknife over the
 examples (one leave-one-out value per non-empty bin). docs/intervals.md lists
 the areas and regimes where they cover and where the worker stores none.
+Calibrated AUC-PR and KS are not resampled (their bootstrap does not cover):
+:func:`bootstrap_intervals` returns the closed-form intervals of
+:mod:`app.metrics.area_intervals` for them, as the worker stores.
 
 Conventions
 -----------
@@ -69,7 +72,8 @@ import numpy as np
 from scipy import special, stats
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_count, check_probability
+from app.metrics._validation import check_class_histograms, check_count, check_probability
+from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
 from app.metrics.areas import AREA_KERNELS
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import (
@@ -537,16 +541,6 @@ def ops_interval(
 # ---------------------------------------------------------------- bootstrap intervals
 
 
-def _check_histograms(positives: Any, negatives: Any) -> tuple[Array, Array]:
-    pos = check_count("positives", positives)
-    neg = check_count("negatives", negatives)
-    if pos.ndim != 1:
-        raise InvalidInput("positives", "must be a one-dimensional array of bin counts")
-    if neg.shape != pos.shape:
-        raise InvalidInput("negatives", f"has shape {neg.shape} but positives has {pos.shape}")
-    return pos, neg
-
-
 def _resample(hist: Array, size: int, method: ResampleMethod, gen: np.random.Generator) -> Array:
     """(size, K) cumulative counts of resampled bins of one class.
 
@@ -701,7 +695,7 @@ def bootstrap_intervals(
     pi0 : float or None
         Reference prior of the ``calibrated_`` areas (required by them).
     level : float
-        Coverage of the percentile interval, in (0, 1).
+        Coverage of the interval, in (0, 1).
     n_resamples : int
         Number B of resamples (>= 100).
     method : {"multinomial", "poisson"}
@@ -713,8 +707,12 @@ def bootstrap_intervals(
     Returns
     -------
     dict of str to (low, high)
-        Percentile intervals; ``(nan, nan)`` where the area is undefined
-        (e.g. no positives).
+        BCa intervals (module docstring); ``(nan, nan)`` where the area is
+        undefined (e.g. no positives). ``calibrated_auc_pr``, ``ks`` and
+        ``calibrated_ks`` (the same value) are not resampled: they get the
+        closed-form intervals the worker stores
+        (:mod:`app.metrics.area_intervals`: the bootstrap of these two does
+        not cover), ``(nan, nan)`` where those are null.
 
     Examples
     --------
@@ -723,7 +721,7 @@ def bootstrap_intervals(
     >>> 0.85 < low < 0.946 < high < 0.99  # point estimate 0.946
     True
     """
-    pos, neg = _check_histograms(positives, negatives)
+    pos, neg = check_class_histograms(positives, negatives)
     names = list(dict.fromkeys(areas))
     for name in names:
         if name.removeprefix(CALIBRATED_PREFIX) not in CURVE_AREAS:
@@ -743,7 +741,40 @@ def bootstrap_intervals(
     ):
         raise InvalidInput("method", "multinomial resampling needs integer bin counts")
     prior = 0.5 if pi0 is None else check_probability("pi0", pi0)
+    out = {
+        name: _closed_form_interval(name, pos, neg, prior, lvl)
+        for name in names
+        if name in CLOSED_FORM_AREAS
+    }
+    resampled = [name for name in names if name not in out]
+    if resampled:
+        out.update(_bca_bootstrap(pos, neg, resampled, gen, prior, lvl, b, method))
+    return {name: out[name] for name in names}
 
+
+CLOSED_FORM_AREAS = frozenset({"calibrated_auc_pr", "ks", "calibrated_ks"})
+"""Areas whose interval :func:`bootstrap_intervals` takes from :mod:`app.metrics.area_intervals`."""
+
+
+def _closed_form_interval(name: str, pos: Array, neg: Array, pi0: float, level: float) -> Interval:
+    if name == "calibrated_auc_pr":
+        found = calibrated_auc_pr_interval(pos, neg, pi0, level)
+    else:
+        found = ks_interval(pos, neg, level)
+    return found.low, found.high
+
+
+def _bca_bootstrap(
+    pos: Array,
+    neg: Array,
+    names: list[str],
+    gen: np.random.Generator,
+    prior: float,
+    lvl: float,
+    b: int,
+    method: ResampleMethod,
+) -> dict[str, Interval]:
+    """BCa intervals of ``names`` from B resamples of the histograms (validated)."""
     keep = (pos + neg) > 0.0  # empty bins stay empty and change no area
     if not keep.any():
         return dict.fromkeys(names, _NAN_INTERVAL)

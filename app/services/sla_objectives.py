@@ -48,9 +48,11 @@ OPS_WITH_INTERVALS = frozenset({"ops_f1", "ops_mcc", "ops_precision", "ops_accur
 """The labeling OPS the worker stores an interval for (the OPS metrics of ``evaluate``
 that are labeling metrics; a test keeps the two lists equal)."""
 
-AREAS_WITH_INTERVALS = frozenset({"auc_roc", "gini", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift"})
-"""Curve metrics the worker stores a bootstrap interval for (app/services/window_compute.py;
-``calibrated_auc_pr`` and ``ks`` have none, docs/intervals.md)."""
+AREAS_WITH_INTERVALS = frozenset(
+    {"auc_roc", "gini", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift", "calibrated_auc_pr", "ks"}
+)
+"""Curve metrics the worker stores an interval for (app/services/window_compute.py: a
+bootstrap, or the closed forms of ``calibrated_auc_pr`` and ``ks``, docs/intervals.md)."""
 
 
 STALE_DETAIL_REASON = (
@@ -61,7 +63,7 @@ STALE_DETAIL_REASON = (
 
 
 def has_interval(name: str) -> bool:
-    """True when the worker stores a credible or bootstrap interval for metric ``name``.
+    """True when the worker stores an interval (credible, bootstrap or closed form) for ``name``.
 
     Labeling metrics at the primary threshold that do not move with the prior
     (``recall``, ``balanced_accuracy``, ...), every ``calibrated_<labeling>``,
@@ -263,5 +265,6 @@ def evaluate_objective(
     status = objective.status(value, lower, upper)
     reason = STALE_DETAIL_REASON.format(name=name) if stale else None
     if status == SlaStatus.INCONCLUSIVE and (lower is None or upper is None):
-        reason = f"no credible interval of {name} in this window"
+        why = bounds.get("reason")
+        reason = f"no credible interval of {name} in this window" + (f": {why}" if why else "")
     return ObjectiveResult(objective, value, lower, upper, status, reason)

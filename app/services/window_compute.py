@@ -48,6 +48,7 @@ from app.drift.histograms import WindowHistograms
 from app.drift.settings import DriftSettings
 from app.drift.two_sample import coarsen, quantile_bin_starts
 from app.drift.verdict import drift_verdict
+from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import CurveCounts, cumulative_counts_from_histograms, pr_curve, roc_curve
 from app.metrics.evaluate import (
@@ -368,12 +369,20 @@ BOOTSTRAP_RESAMPLES = 400
 """Bootstrap resamples per window."""
 MIN_AREA_CLASS_COUNT = 100
 """Fewest examples of each class for a curve-area interval (docs/intervals.md)."""
-NO_AREA_INTERVAL = {
-    "ks": "no bootstrap interval of a maximum covers honestly (docs/intervals.md)",
-    "calibrated_auc_pr": "no bootstrap interval of calibrated AUC-PR covers honestly: "
-    "its estimate is biased upward with few negatives (docs/intervals.md)",
-}
-"""Areas stored without an interval, with the reason."""
+
+
+def _closed_form_intervals(
+    model: ModelConfig, pos: Array, neg: Array, metrics: Mapping[str, float | None]
+) -> dict[str, dict[str, Any]]:
+    """``calibrated_auc_pr`` and ``ks`` intervals of the fine histograms, not resampled
+    (:mod:`app.metrics.area_intervals`); null with the library's reason where it has none."""
+    out: dict[str, dict[str, Any]] = {}
+    if metrics.get("calibrated_auc_pr") is not None:
+        auc_pr = calibrated_auc_pr_interval(pos, neg, model.pi0, INTERVAL_LEVEL)
+        out["calibrated_auc_pr"] = _interval_doc(*auc_pr)
+    if metrics.get("ks") is not None:
+        out["ks"] = _interval_doc(*ks_interval(pos, neg, INTERVAL_LEVEL))
+    return out
 
 
 def _area_intervals(
@@ -387,19 +396,16 @@ def _area_intervals(
     coarsened to at most :data:`BOOTSTRAP_BINS` bins at the quantiles of the two
     classes (resampling 10,000 fine bins costs 100 times more for the same
     interval) and shifted by the point estimate's discretisation error so that
-    the interval is centred on the fine-bin value; null with a reason where no
-    interval covers (:data:`NO_AREA_INTERVAL`) or a class is scarce."""
+    the interval is centred on the fine-bin value; null with a reason where a
+    class is scarce. ``calibrated_auc_pr`` and ``ks`` are not resampled
+    (:func:`_closed_form_intervals`)."""
     if window.hist_positives is None or window.hist_negatives is None:
         return {}
     pos = window.hist_positives.astype(np.float64)
     neg = window.hist_negatives.astype(np.float64)
     if not (pos.sum() > 0 and neg.sum() > 0):
         return {}
-    out: dict[str, dict[str, Any]] = {
-        key: _interval_doc(math.nan, math.nan, reason)
-        for key, reason in NO_AREA_INTERVAL.items()
-        if metrics.get(key) is not None
-    }
+    out = _closed_form_intervals(model, pos, neg, metrics)
     if min(pos.sum(), neg.sum()) < MIN_AREA_CLASS_COUNT:
         few = f"fewer than {MIN_AREA_CLASS_COUNT} examples of a class (docs/intervals.md)"
         for key in ("auc_roc", "gini", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift"):

@@ -124,7 +124,11 @@ def test_every_query_is_filtered_by_the_selected_model_and_segment() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "invariant"),
-    [("f1", "calibrated_f1"), ("precision", "calibrated_precision")],
+    [
+        ("f1", "calibrated_f1"),
+        ("precision", "calibrated_precision"),
+        ("auc_pr", "calibrated_auc_pr"),
+    ],
 )  # fmt: skip
 def test_raw_and_calibrated_metric_share_a_panel_with_the_interval(
     raw: str, invariant: str
@@ -137,16 +141,6 @@ def test_raw_and_calibrated_metric_share_a_panel_with_the_interval(
             assert panel["type"] == "timeseries"
             return
     pytest.fail(f"no panel shows {raw} next to {invariant}")
-
-
-def test_raw_and_calibrated_auc_pr_share_a_panel_without_an_interval() -> None:
-    """The worker stores no interval for calibrated AUC-PR: the panel asks for none."""
-    (panel,) = [
-        p for p in _data_panels() if {"auc_pr", "calibrated_auc_pr"} <= _selected_metrics(p)
-    ]
-    exprs = " ".join(t["expr"] for t in panel["targets"])
-    assert "priorwatch_window_metric_lower" not in exprs
-    assert "priorwatch_window_metric_upper" not in exprs
 
 
 def test_required_views_are_present() -> None:

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from app.api.routes.sla import CSV_MEDIA_TYPE, preferred_media
+from app.metrics.area_intervals import FEW_NEGATIVES, calibrated_auc_pr_interval
 from app.metrics.evaluate import OPS_METRICS
 from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
 from app.services.metric_names import metric_names
@@ -115,6 +116,23 @@ def test_interval_evidence_without_a_stored_interval_is_inconclusive() -> None:
     assert (asked.status, asked.objective.evidence_reason) == ("met", None)
 
 
+def test_an_auc_pr_objective_is_decided_by_the_calibrated_auc_pr_interval() -> None:
+    """The SLA's headline metric: a target inside the stored interval is inconclusive,
+    not a coin flip on the point value."""
+    pos, neg = [1, 2, 5, 12, 30], [400, 250, 100, 40, 10]
+    low, high, _ = calibrated_auc_pr_interval(pos, neg, pi0=0.1)
+    metrics = {"calibrated_auc_pr": 0.694}
+    intervals = {"calibrated_auc_pr": {"lower": low, "upper": high, "level": 0.95}}
+    for target, status in ((0.694, "inconclusive"), (low - 0.01, "met"), (high + 0.01, "breached")):
+        result = evaluate_objective(Objective("auc_pr", ">=", target), metrics, intervals)
+        assert (result.objective.evidence, result.status) == ("interval", status), target
+    # a window gated for too few negatives: inconclusive, and the report says why
+    gated = {"calibrated_auc_pr": {"lower": None, "upper": None, "reason": FEW_NEGATIVES}}
+    result = evaluate_objective(Objective("auc_pr", ">=", 0.5), metrics, gated)
+    assert result.status == "inconclusive"
+    assert result.reason is not None and FEW_NEGATIVES in result.reason
+
+
 @pytest.mark.parametrize(
     ("metric", "evidence"),
     [
@@ -122,8 +140,8 @@ def test_interval_evidence_without_a_stored_interval_is_inconclusive() -> None:
         ("recall", "interval"),
         ("ops_f1", "interval"),
         ("auc_roc", "interval"),
-        ("auc_pr", "point"),  # calibrated_auc_pr: no honest interval
-        ("ks", "point"),
+        ("auc_pr", "interval"),  # calibrated_auc_pr: closed-form interval
+        ("ks", "interval"),
         ("f1@t=0.3", "point"),
         ("recall@t=0.3", "point"),
         ("weighted_accuracy", "point"),

@@ -16,6 +16,7 @@ from app.drift.histograms import WindowHistograms
 from app.drift.settings import DriftSettings
 from app.drift.simulation import shifted_logit_scores
 from app.drift.verdict import drift_verdict
+from app.metrics.area_intervals import FEW_NEGATIVES, calibrated_auc_pr_interval, ks_interval
 from app.metrics.areas import roc_auc_from_counts
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
@@ -398,14 +399,32 @@ def test_intervals_cover_the_prior_invariant_metrics_and_contain_them(
         assert interval["level"] == 0.95
     for name in ("f1", "precision", "accuracy", "prior", "f1@t=0.3"):
         assert name not in result.intervals  # moves with the prior: no interval
-    for name in ("calibrated_auc_pr", "ks"):  # no honest bootstrap interval: null, with why
+    for name in ("calibrated_auc_pr", "ks"):  # closed forms, around the stored point
         interval = result.intervals[name]
-        assert result.metrics[name] is not None
-        assert interval["lower"] is None and interval["upper"] is None, name
-        assert "docs/intervals.md" in interval["reason"]
+        assert interval["lower"] < result.metrics[name] < interval["upper"], name
     # the SLA report's list of metrics with intervals is what the worker stores
     stored = {k for k, v in result.intervals.items() if v["lower"] is not None}
     assert stored == {k for k, v in result.metrics.items() if v is not None and has_interval(k)}
+
+
+def test_calibrated_auc_pr_and_ks_intervals_are_the_librarys() -> None:
+    """The worker stores the closed forms of the fine histograms; with too few negatives
+    for pi0 the calibrated AUC-PR interval is null with the library's reason."""
+    model = make_model(pi0=0.3)
+    for n, prior, stored in ((4_000, 0.2, True), (4_000, 0.7, False)):
+        scores, labels = sample(np.random.default_rng(5), n, prior)
+        window = sums_of(scores, labels, model)
+        result = compute_window_result(model, window, None)
+        pos, neg = window.hist_positives, window.hist_negatives
+        ap = calibrated_auc_pr_interval(pos, neg, 0.3)
+        assert result.intervals["calibrated_auc_pr"] == {
+            "lower": ap.low if stored else None,
+            "upper": ap.high if stored else None,
+            "level": 0.95,
+            **({} if stored else {"reason": FEW_NEGATIVES}),
+        }
+        ks = ks_interval(pos, neg)
+        assert (result.intervals["ks"]["lower"], result.intervals["ks"]["upper"]) == ks[:2]
 
 
 def test_a_window_without_positives_has_specificity_and_fpr_intervals() -> None:
