@@ -104,17 +104,10 @@ def run(host: str = "127.0.0.1", port: int = 8000) -> None:
     import uvicorn
     from uvicorn.config import STARTUP_FAILURE
 
-    from app.api.connections import ServerConfig
+    from app.api.connections import server_config
 
     settings = get_settings()
-    config = ServerConfig(
-        create_app(settings),
-        header_timeout_seconds=settings.header_timeout_seconds,
-        timeout_keep_alive=settings.keep_alive_seconds,
-        host=host,
-        port=port,
-        log_level="info",
-    )
+    config = server_config(create_app(settings), settings, host=host, port=port, log_level="info")
     server = uvicorn.Server(config)
     server.run()
     if not server.started:  # e.g. the port is taken: exit as uvicorn.run would

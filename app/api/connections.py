@@ -25,6 +25,8 @@ from uvicorn import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
+from app.config import Settings
+
 
 class ServerConfig(Config):
     """uvicorn's configuration serving through :class:`HeaderTimeoutProtocol`."""
@@ -32,6 +34,17 @@ class ServerConfig(Config):
     def __init__(self, app: Any, *, header_timeout_seconds: float, **options: Any) -> None:
         super().__init__(app, http=HeaderTimeoutProtocol, **options)
         self.header_timeout_seconds = header_timeout_seconds
+
+
+def server_config(app: Any, settings: Settings, **options: Any) -> ServerConfig:
+    """How ``priorwatch serve`` serves ``app``: the header and keep-alive timeouts of
+    ``settings``, uvicorn's ``options`` (host, port, log level)."""
+    return ServerConfig(
+        app,
+        header_timeout_seconds=settings.header_timeout_seconds,
+        timeout_keep_alive=settings.keep_alive_seconds,
+        **options,
+    )
 
 
 class HeaderTimeoutProtocol(H11Protocol):

@@ -28,6 +28,7 @@ import asyncio
 import logging
 from collections.abc import Collection
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import internal_error_response, unavailable_response
@@ -119,6 +120,8 @@ class ResponseGuardMiddleware:
     ) -> None:
         try:
             await self.app(scope, receive, send)
+        except ClientDisconnect:  # the client left while sending its body: nobody to answer
+            logger.info("%s %s: the client disconnected", scope.get("method"), scope.get("path"))
         except Exception as exc:
             if started.is_set():
                 raise  # the answer is under way: only closing the connection is left
