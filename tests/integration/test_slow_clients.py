@@ -24,6 +24,8 @@ import pytest
 import sqlalchemy as sa
 import uvicorn
 from _slow_http import SlowRequest
+from fastapi.testclient import TestClient
+from starlette.types import Message, Receive, Scope, Send
 
 from app.api.connections import server_config
 from app.config import Settings
@@ -204,3 +206,26 @@ def test_the_deadline_counts_from_the_end_of_the_body_read(
     request.send_body(BATCH[start + 10 :], last=True)
     answer = request.answer()
     assert answer.status == 202, answer.body  # a slow upload is not a database outage
+
+
+def test_a_response_is_sent_with_no_connection_checked_out(
+    database_url: str, settings_for: Callable[..., Settings], admin_headers: dict[str, str]
+) -> None:
+    # a client slow to read its response must not hold a pooled connection meanwhile
+    app = create_app(settings_for(database_url))
+    checked_out: list[int] = []
+
+    async def watch(scope: Scope, receive: Receive, send: Send) -> None:
+        async def watched_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                checked_out.append(app.state.engine.pool.checkedout())
+            await send(message)
+
+        await app(scope, receive, watched_send)
+
+    with TestClient(watch) as client:
+        r = client.post("/v1/models", json={"name": "m", "pi0": 0.1}, headers=admin_headers)
+        assert r.status_code == 201, r.text
+        assert client.get("/v1/models/m/windows", headers=admin_headers).status_code == 200
+        assert client.get("/v1/models", headers=admin_headers).status_code == 200
+    assert checked_out == [0, 0, 0]
