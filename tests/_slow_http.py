@@ -87,6 +87,16 @@ class SlowRequest:
         headers = {k.decode().lower(): v.decode() for k, v in head.headers}
         return Answer(int(head.status_code), headers, bytes(body))
 
+    def answer_waiting(self) -> bool:
+        """Whether the server has sent anything not read yet (no wait)."""
+        self.sock.setblocking(False)
+        try:
+            return bool(self.sock.recv(1, socket.MSG_PEEK))
+        except BlockingIOError:
+            return False
+        finally:
+            self.sock.settimeout(self.timeout)
+
     def closed_by_server(self) -> bool:
         """Whether the server closes the connection (True) within the timeout (False:
         it stays open, or the server sent something)."""
