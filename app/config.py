@@ -134,7 +134,7 @@ class Settings(BaseSettings):
         description="server-side limit of one statement (Postgres statement_timeout)",
     )
     database_lock_timeout_seconds: float = Field(
-        default=10.0,
+        default=5.0,
         gt=0,
         description="server-side limit of one wait for a row lock (Postgres lock_timeout)",
     )
