@@ -11,6 +11,8 @@ accepted batches, and the batch table holds each accepted key once.
 Scenarios: the cluster stopped and restarted under load; the whole cluster
 frozen (SIGSTOP) under load, then thawed; a worker killed (SIGKILL) while
 windows are being computed; the API killed (SIGKILL) while batches arrive.
+Slow clients and a frozen database (at the end): slow bodies in flight under
+load, and a freeze answered within the deadline counted from the body's end.
 """
 
 from __future__ import annotations
