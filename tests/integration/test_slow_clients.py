@@ -27,9 +27,9 @@ from _slow_http import SlowRequest
 from fastapi.testclient import TestClient
 from starlette.types import Message, Receive, Scope, Send
 
-from app.api.connections import server_config
-from app.config import Settings
-from app.main import create_app
+from app.api.connections import HeaderTimeoutProtocol, ServerConfig, server_config
+from app.config import Settings, get_settings
+from app.main import create_app, run
 
 PROBLEM = "application/problem+json"
 BATCH = orjson.dumps(
@@ -195,15 +195,22 @@ def test_the_deadline_counts_from_the_end_of_the_body_read(
     admin_headers: dict[str, str],
     slow_requests: list[SlowRequest],
 ) -> None:
-    port = serve(sqlite_url, request_deadline_seconds=0.5)
+    port = serve(sqlite_url, request_deadline_seconds=1.0)
     (token,) = _setup(port, admin_headers, "slow", keys=1)
+    warm_up = SlowRequest(port)  # the first batch of a process is slower
+    slow_requests.append(warm_up)
+    warm_up.send_head("POST", "/v1/models/slow/batches", _head(token, len(BATCH)))
+    warm_up.send_body(BATCH, last=True)
+    assert warm_up.answer().status == 202
     request = SlowRequest(port)
     slow_requests.append(request)
     request.send_head("POST", "/v1/models/slow/batches", _head(token, len(BATCH)))
-    for start in range(0, len(BATCH) - 10, 10):  # the body takes longer than the deadline
-        request.send_body(BATCH[start : start + 10])
-        time.sleep(0.2)
-    request.send_body(BATCH[start + 10 :], last=True)
+    pieces = [BATCH[i : i + 5] for i in range(0, len(BATCH), 5)]
+    for piece in pieces[:-1]:  # the body takes longer than the deadline
+        request.send_body(piece)
+        time.sleep(0.15)
+    assert not request.answer_waiting()
+    request.send_body(pieces[-1], last=True)
     answer = request.answer()
     assert answer.status == 202, answer.body  # a slow upload is not a database outage
 
@@ -229,3 +236,35 @@ def test_a_response_is_sent_with_no_connection_checked_out(
         assert client.get("/v1/models/m/windows", headers=admin_headers).status_code == 200
         assert client.get("/v1/models", headers=admin_headers).status_code == 200
     assert checked_out == [0, 0, 0]
+
+
+def test_serve_bounds_headers_and_idle_connections(
+    monkeypatch: pytest.MonkeyPatch, sqlite_url: str
+) -> None:
+    configs: list[uvicorn.Config] = []
+
+    class Server:  # records the configuration; "fails" to start, as on a taken port
+        started = False
+
+        def __init__(self, config: uvicorn.Config) -> None:
+            configs.append(config)
+
+        def run(self) -> None:
+            pass
+
+    monkeypatch.setattr(uvicorn, "Server", Server)
+    monkeypatch.setenv("PRIORWATCH_DATABASE_URL", sqlite_url)
+    monkeypatch.setenv("PRIORWATCH_HEADER_TIMEOUT_SECONDS", "3")
+    monkeypatch.setenv("PRIORWATCH_KEEP_ALIVE_SECONDS", "7")
+    get_settings.cache_clear()
+    try:
+        with pytest.raises(SystemExit) as exited:
+            run(port=8123)
+    finally:
+        get_settings.cache_clear()
+    assert exited.value.code == 3  # uvicorn's startup failure status
+    (config,) = configs
+    assert isinstance(config, ServerConfig) and config.http is HeaderTimeoutProtocol
+    assert config.header_timeout_seconds == 3
+    assert config.timeout_keep_alive == 7
+    assert config.port == 8123

@@ -1,5 +1,5 @@
 """The response guard's deadline: exempt paths wait as long as they take; a client that
-leaves mid-body is nobody's error."""
+leaves mid-body is nobody's error. The body timeout ends with the body."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
+from app.api.body_limit import BodySizeLimitMiddleware
 from app.api.guard import ResponseGuardMiddleware
 
 
@@ -52,3 +53,28 @@ def test_a_client_that_left_mid_body_gets_no_answer_and_no_traceback(
         assert _call(guard, "/v1/models/m/batches") == []
     assert "the client disconnected" in caplog.text
     assert not [record for record in caplog.records if record.exc_info]
+
+
+def test_the_body_timeout_leaves_the_wait_for_a_disconnect_alone() -> None:
+    # after the whole body, a receive waits for the client to leave: no 408 then
+    messages = [
+        {"type": "http.request", "body": b"{}", "more_body": False},
+        {"type": "http.disconnect"},
+    ]
+    got: list[Message] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        got.append(await receive())
+        await asyncio.sleep(0.1)  # past the body timeout
+        got.append(await receive())
+
+    async def receive() -> Message:
+        return messages.pop(0)
+
+    async def send(message: Message) -> None:
+        raise AssertionError(f"nothing is sent: {message}")
+
+    limit = BodySizeLimitMiddleware(app, max_body_bytes=100, body_timeout_seconds=0.05)
+    scope = {"type": "http", "method": "POST", "path": "/x", "headers": []}
+    asyncio.run(limit(scope, receive, send))
+    assert [m["type"] for m in got] == ["http.request", "http.disconnect"]
