@@ -142,7 +142,7 @@ class Settings(BaseSettings):
         default=5, gt=0, description="Retry-After of the 503 answered while the database is down"
     )
     request_deadline_seconds: float = Field(
-        default=10.0,
+        default=8.0,
         gt=0,
         description="a request with no answer this long after the end of its body read "
         "gets 503 (database not answering)",
