@@ -50,10 +50,11 @@ class SlowRequest:
         self.sock.sendall(data)
 
     def send_body(self, data: bytes, *, last: bool = False) -> None:
-        out = self.conn.send(h11.Data(data=data)) if data else b""
+        """A piece of the body (``last``: and the end of the request)."""
+        events: list[h11.Event] = [h11.Data(data=data)] if data else []
         if last:
-            out = (out or b"") + (self.conn.send(h11.EndOfMessage()) or b"")
-        self.sock.sendall(out or b"")
+            events.append(h11.EndOfMessage())
+        self.sock.sendall(b"".join(self.conn.send(event) or b"" for event in events))
 
     def _next_event(self) -> h11.Event | type[h11.PAUSED] | type[h11.NEED_DATA]:
         while True:
