@@ -101,6 +101,24 @@ class Settings(BaseSettings):
         description="how far in the future a batch timestamp may be (client clock skew)",
     )
 
+    # --- connections (docs/operations.md, "Slow clients") ---------------
+    header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="a connection that has not sent a request's complete headers this long "
+        "after it opened, or after the request's first byte, is closed",
+    )
+    keep_alive_seconds: int = Field(
+        default=5,
+        gt=0,
+        description="an idle keep-alive connection is closed after this long",
+    )
+    body_timeout_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        description="a request body not complete this long after its headers gets 408",
+    )
+
     # --- database -------------------------------------------------------
     sqlite_busy_timeout_seconds: float = Field(
         default=30.0,
@@ -122,7 +140,7 @@ class Settings(BaseSettings):
         description="server-side limit of one statement (Postgres statement_timeout)",
     )
     database_lock_timeout_seconds: float = Field(
-        default=10.0,
+        default=5.0,
         gt=0,
         description="server-side limit of one wait for a row lock (Postgres lock_timeout)",
     )
@@ -130,9 +148,10 @@ class Settings(BaseSettings):
         default=5, gt=0, description="Retry-After of the 503 answered while the database is down"
     )
     request_deadline_seconds: float = Field(
-        default=60.0,
+        default=8.0,
         gt=0,
-        description="a request with no answer after this long gets 503 (database not answering)",
+        description="a request with no answer this long after the end of its body read "
+        "gets 503 (database not answering)",
     )
 
     # --- embedded mode --------------------------------------------------

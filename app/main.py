@@ -81,10 +81,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ResponseGuardMiddleware,
         deadline_seconds=settings.request_deadline_seconds,
         retry_after_seconds=settings.database_retry_after_seconds,
+        exempt_paths={"/metrics"},  # the exposition: Prometheus's scrape timeout bounds it
     )  # innermost: every request ends in a complete answer, in bounded time
     app.add_middleware(
         BodySizeLimitMiddleware,
         max_body_bytes=settings.max_body_bytes,
+        body_timeout_seconds=settings.body_timeout_seconds,
         route_limits={"/v1/evaluate": settings.evaluate_max_body_bytes},
     )
     install_exporter(app)  # GET /metrics registry; rejection counter (outermost middleware)
@@ -97,7 +99,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 def run(host: str = "127.0.0.1", port: int = 8000) -> None:
-    """Serve the API with uvicorn (``priorwatch serve``)."""
+    """Serve the API with uvicorn (``priorwatch serve``); slow clients are bounded:
+    headers (app/api/connections.py), bodies (app/api/body_limit.py), idle keep-alive."""
     import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
 
-    uvicorn.run(create_app(), host=host, port=port, log_level="info")
+    from app.api.connections import server_config
+
+    settings = get_settings()
+    config = server_config(create_app(settings), settings, host=host, port=port, log_level="info")
+    server = uvicorn.Server(config)
+    server.run()
+    if not server.started:  # e.g. the port is taken: exit as uvicorn.run would
+        raise SystemExit(STARTUP_FAILURE)

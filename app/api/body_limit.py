@@ -1,4 +1,5 @@
-"""Request bodies: the size limit (413) and Content-Encoding (gzip or 415).
+"""Request bodies: the size limit (413), the read timeout (408) and Content-Encoding
+(gzip or 415).
 
 The limit is checked on the declared ``Content-Length`` before the
 application runs, and on the bytes actually received (chunked bodies, or a
@@ -11,10 +12,17 @@ allows + 1, so a compression bomb costs at most the limit in memory before
 its 413. The application sees the decoded body (the header removed).
 ``identity`` (or no header) passes through; any other coding, or several,
 gets 415 with ``Accept-Encoding: gzip, identity``.
+
+The whole body must arrive within ``body_timeout_seconds`` of the request's
+headers: a read still waiting for the client then ends in 408
+``body-timeout`` with ``Connection: close`` (a trickling client is
+disconnected, it holds nothing meanwhile). Reads after the end of the body
+(a wait for the client's disconnect) are not bounded.
 """
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import Mapping
 
@@ -33,6 +41,15 @@ def unsupported_encoding(encoding: str) -> ProblemError:
         "unsupported-media-type",
         f"Content-Encoding {encoding!r} is not supported: send gzip or identity",
         headers={"Accept-Encoding": ACCEPTED_ENCODINGS},
+    )
+
+
+def body_timeout(seconds: float) -> ProblemError:
+    return ProblemError(
+        408,
+        "body-timeout",
+        f"the request body did not arrive within {seconds:g} s of its headers",
+        headers={"Connection": "close"},
     )
 
 
@@ -68,14 +85,20 @@ class BodySizeLimitMiddleware:
     """Pure ASGI middleware.
 
     ``max_body_bytes`` is the largest accepted (decoded) body;
-    ``route_limits`` maps a path to a smaller limit of its own.
+    ``route_limits`` maps a path to a smaller limit of its own;
+    ``body_timeout_seconds`` bounds the wait for the whole body.
     """
 
     def __init__(
-        self, app: ASGIApp, max_body_bytes: int, route_limits: Mapping[str, int] | None = None
+        self,
+        app: ASGIApp,
+        max_body_bytes: int,
+        body_timeout_seconds: float,
+        route_limits: Mapping[str, int] | None = None,
     ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_seconds = body_timeout_seconds
         self.route_limits = dict(route_limits or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -107,10 +130,19 @@ class BodySizeLimitMiddleware:
         if gzip is not None:  # the application sees the decoded body
             scope = {**scope, "headers": _without_encoding(scope["headers"])}
         received = 0
+        complete = False
+        deadline = asyncio.get_running_loop().time() + self.body_timeout_seconds
 
         async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
+            nonlocal received, complete
+            if complete:
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                raise body_timeout(self.body_timeout_seconds) from None
+            complete = not message.get("more_body", False)
             if message["type"] == "http.request":
                 body = message.get("body", b"")
                 if gzip is not None:

@@ -41,7 +41,9 @@ SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    """One session per request; services commit, the session is closed (rolled back) here."""
+    """One session per request; services commit, the session is closed (rolled back) here,
+    when the handler returns: its connection is back in the pool before the response is
+    sent (a client slow to read it holds none)."""
     session: Session = request.app.state.session_factory()
     try:
         yield session
@@ -49,7 +51,7 @@ def get_session(request: Request) -> Iterator[Session]:
         session.close()
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 _bearer = HTTPBearer(
     auto_error=False,

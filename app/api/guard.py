@@ -5,8 +5,14 @@
   500 and then re-raise, and uvicorn closes the keep-alive connection after a
   re-raised exception without saying so (no ``Connection: close``): the
   client's next request on that connection fails.
-* A request that has not started its answer after ``deadline_seconds`` gets
-  503 ``database-unavailable`` with ``Retry-After``. Server-side timeouts
+* A request that has not started its answer ``deadline_seconds`` after the
+  end of its body read gets 503 ``database-unavailable`` with
+  ``Retry-After``. The clock runs from the request's arrival, stops while
+  the application waits for the client (a body read, bounded on its own:
+  app/api/body_limit.py) and starts again from zero when the wait ends, so a
+  slow upload is not taken for a database outage. Exempt paths (the
+  exposition, which Prometheus bounds with its scrape timeout) have no
+  deadline. Server-side timeouts
   (``statement_timeout``, ``lock_timeout``, connect and pool timeouts) end a
   slow database call on their own; the deadline covers a database that does
   not answer at all (a frozen server, a dead network path), where a call
@@ -20,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import internal_error_response, unavailable_response
@@ -35,15 +43,24 @@ class ResponseGuardMiddleware:
     ----------
     app : ASGIApp
     deadline_seconds : float
-        Longest wait for an answer to start.
+        Longest wait for an answer to start, counted from the end of the body read.
     retry_after_seconds : int
         ``Retry-After`` of the 503 answer.
+    exempt_paths : Collection[str]
+        Paths without a deadline.
     """
 
-    def __init__(self, app: ASGIApp, deadline_seconds: float, retry_after_seconds: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        deadline_seconds: float,
+        retry_after_seconds: int,
+        exempt_paths: Collection[str] = (),
+    ) -> None:
         self.app = app
         self.deadline_seconds = deadline_seconds
         self.retry_after_seconds = retry_after_seconds
+        self.exempt_paths = frozenset(exempt_paths)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,6 +68,14 @@ class ResponseGuardMiddleware:
             return
         started = asyncio.Event()
         abandoned = False
+        clock = _Clock(self.deadline_seconds)
+
+        async def clocked_receive() -> Message:
+            clock.pause()  # waiting for the client is not waiting for the database
+            try:
+                return await receive()
+            finally:
+                clock.restart()
 
         async def guarded_send(message: Message) -> None:
             if abandoned:
@@ -59,21 +84,26 @@ class ResponseGuardMiddleware:
                 started.set()
             await send(message)
 
-        task = asyncio.ensure_future(self._run(scope, receive, guarded_send, started))
-        waiter = asyncio.ensure_future(started.wait())
+        if scope.get("path") in self.exempt_paths:
+            await self._run(scope, receive, guarded_send, started)
+            return
+        clock.restart()
+        task = asyncio.ensure_future(self._run(scope, clocked_receive, guarded_send, started))
+        waiters = {asyncio.ensure_future(started.wait()), asyncio.ensure_future(clock.wait())}
         try:
-            await asyncio.wait(
-                {task, waiter}, timeout=self.deadline_seconds, return_when=asyncio.FIRST_COMPLETED
-            )
+            await asyncio.wait({task, *waiters}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            waiter.cancel()
+            clock.stop()
+            for waiter in waiters:
+                waiter.cancel()
         if task.done() or started.is_set():
             await task
             return
         abandoned = True
         task.add_done_callback(_retrieve)
         logger.warning(
-            "%s %s: no answer within %.1f s (database not answering?); answered 503",
+            "%s %s: no answer within %.1f s of the body read (database not answering?); "
+            "answered 503",
             scope.get("method"),
             scope.get("path"),
             self.deadline_seconds,
@@ -90,6 +120,8 @@ class ResponseGuardMiddleware:
     ) -> None:
         try:
             await self.app(scope, receive, send)
+        except ClientDisconnect:  # the client left while sending its body: nobody to answer
+            logger.info("%s %s: the client disconnected", scope.get("method"), scope.get("path"))
         except Exception as exc:
             if started.is_set():
                 raise  # the answer is under way: only closing the connection is left
@@ -97,6 +129,35 @@ class ResponseGuardMiddleware:
                 "unhandled error on %s %s", scope.get("method"), scope.get("path"), exc_info=exc
             )
             await internal_error_response(scope.get("path"))(scope, receive, send)
+
+
+class _Clock:
+    """Expires ``seconds`` after its last :meth:`restart`, unless paused or stopped."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._expired = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
+        self._stopped = False
+
+    def restart(self) -> None:
+        self.pause()
+        if not self._stopped:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self.seconds, self._expired.set)
+
+    def pause(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def stop(self) -> None:
+        """Pause for good (the request was answered or abandoned)."""
+        self._stopped = True
+        self.pause()
+
+    async def wait(self) -> None:
+        await self._expired.wait()
 
 
 def _retrieve(task: asyncio.Future[None]) -> None:

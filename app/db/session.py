@@ -84,12 +84,26 @@ def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
     return engine
 
 
+TCP_KEEPALIVES: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
+"""libpq TCP settings: a connection to a server that went silent at the network level
+(host down, path cut) fails after about 25 to 30 s instead of the kernel's two hours,
+so the thread blocked on it, whose request the deadline already answered, ends and its
+pooled connection is replaced. A frozen server process is not detected (its kernel
+still answers): the request deadline covers it (app/api/guard.py)."""
+
+
 def postgres_connect_args(settings: Settings, url_options: Any = None) -> dict[str, Any]:
     """libpq parameters bounding every wait of a PostgreSQL connection.
 
-    ``connect_timeout`` (whole seconds, at least 1) and the server settings
-    ``statement_timeout`` and ``lock_timeout`` (milliseconds) given as startup
-    ``options``, after any ``options`` of the URL (those are kept).
+    ``connect_timeout`` (whole seconds, at least 1), :data:`TCP_KEEPALIVES`, and
+    the server settings ``statement_timeout`` and ``lock_timeout`` (milliseconds)
+    given as startup ``options``, after any ``options`` of the URL (those are kept).
     """
     statement_ms = max(1, round(settings.database_statement_timeout_seconds * 1000))
     lock_ms = max(1, round(settings.database_lock_timeout_seconds * 1000))
@@ -98,6 +112,7 @@ def postgres_connect_args(settings: Settings, url_options: Any = None) -> dict[s
         options = f"{url_options.strip()} {options}"
     return {
         "connect_timeout": max(1, math.ceil(settings.database_connect_timeout_seconds)),
+        **TCP_KEEPALIVES,
         "options": options,
     }
 

@@ -12,6 +12,8 @@ Scenarios: the cluster stopped and restarted under load; the whole cluster
 frozen (SIGSTOP) under load, then thawed; a worker killed (SIGKILL) while
 windows are being computed; the API killed (SIGKILL) while batches arrive; a
 poison delta (sums the fold cannot hold) among other models' windows.
+Slow clients and a frozen database (at the end): slow bodies in flight under
+load, and a freeze answered within the deadline counted from the body's end.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from _e2e_support import (
     wait_until,
 )
 from _pg_cluster import Cluster, remove_cluster, start_cluster
+from _slow_http import SlowRequest
 from sqlalchemy.orm import Session
 
 from app.db.models import BatchDelta, QuarantinedDelta
@@ -506,3 +509,147 @@ def test_a_poison_delta_stalls_no_bystander_window(
             "every_window_fresh_after_the_last_batch_s": fresh_after,
         },
     )  # fmt: skip
+
+
+# --- slow clients and a frozen database: every answer bounded, nothing held ---------
+
+
+def _slow_head(deployment: Deployment, token: str, batch: Planned) -> SlowRequest:
+    """A batch whose headers are sent, authorised (``100 Continue``), body not yet sent."""
+    request = SlowRequest(deployment.port)
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Content-Length": str(len(batch.body)),
+        "Idempotency-Key": batch.key,
+    }
+    request.send_head("POST", f"/v1/models/{MODEL}/batches", headers, expect_continue=True)
+    assert request.read_interim_or_answer() == 100
+    return request
+
+
+def _new_keys(user: UserPath, count: int) -> list[str]:
+    tokens = []
+    for _ in range(count):
+        r = user.http.post(
+            f"/v1/models/{MODEL}/keys", json={"scopes": ["ingest"]}, headers=user.admin
+        )
+        assert r.status_code == 201, r.text
+        tokens.append(str(r.json()["token"]))
+    return tokens
+
+
+def report_counts(scenario: str, faults: str, load: Load, database: str) -> None:
+    """The scenario's closing line: faults, rows accepted and counted, duplicate keys."""
+    engine = sa.create_engine(database)
+    try:
+        with engine.connect() as conn:
+            counted = conn.execute(sa.text("SELECT sum(n) FROM window_aggregate")).scalar_one()
+            duplicates = conn.execute(
+                sa.text("SELECT count(*) - count(DISTINCT idempotency_key) FROM batch")
+            ).scalar_one()
+    finally:
+        engine.dispose()
+    accepted = sum(p.n for p in load.planned if p.key in load.accepted)
+    print(
+        f"\n[fault report] {scenario}: faults injected: {faults}; rows accepted: {accepted}; "
+        f"rows counted: {int(counted)}; duplicates: {int(duplicates)}"
+    )
+    assert accepted == int(counted) and duplicates == 0
+
+
+SLOW_BODIES = 30
+
+
+def test_slow_bodies_under_load_hold_no_connection(
+    processes: Processes, cluster: Cluster, database: str, clients: list[httpx.Client]
+) -> None:
+    deployment = deploy(processes, database)
+    user = _register(deployment, 3, clients)
+    load = Load.plan(user, windows=3, batches=24, rows=300, rng=np.random.default_rng(905))
+    slow = Load.plan(user, windows=3, batches=SLOW_BODIES, rows=300, rng=np.random.default_rng(906))
+    thread = load.start()
+    wait_until(lambda: load.done == load.hold_at, "the first batches", RETRY_SECONDS, processes)
+    opened = []
+    try:
+        # each slow body from its own key: every one authorised from the database
+        for token, batch in zip(_new_keys(user, SLOW_BODIES), slow.planned, strict=True):
+            request = _slow_head(deployment, token, batch)
+            opened.append(request)
+            request.send_body(batch.body[:100])
+        load.resume.set()  # the other batches go on while the slow bodies trickle
+        for request, batch in zip(opened, slow.planned, strict=True):
+            request.send_body(batch.body[100:200])
+        wait_until(
+            lambda: load.done == len(load.planned), "the other batches", RETRY_SECONDS, processes
+        )
+        assert load.count("503") == 0, load.answers  # the pool was never exhausted
+        with httpx.Client(base_url=deployment.base, timeout=HTTP_TIMEOUT) as probe:
+            assert probe.get("/readyz").status_code == 200
+        for request, batch in zip(opened, slow.planned, strict=True):
+            request.send_body(batch.body[200:], last=True)
+        for request, batch in zip(opened, slow.planned, strict=True):
+            answer = request.answer()
+            assert answer.status == 202, answer.body
+            slow.accepted[batch.key] = orjson.loads(answer.body)
+    finally:
+        for request in opened:
+            request.close()
+    _finish(thread, load, deployment)
+    load.planned += slow.planned
+    load.accepted.update(slow.accepted)
+    assert_counted_once(load, deployment, database)
+    report_counts("slow bodies", f"{SLOW_BODIES} slow bodies in flight", load, database)
+
+
+FROZEN_DEADLINE_SECONDS = float(FAULT_ENV["PRIORWATCH_REQUEST_DEADLINE_SECONDS"])
+
+
+def test_a_frozen_database_answers_503_within_the_deadline_of_the_body_end(
+    processes: Processes, cluster: Cluster, database: str, clients: list[httpx.Client]
+) -> None:
+    deployment = deploy(processes, database)
+    user = _register(deployment, 3, clients)
+    load = Load.plan(user, windows=3, batches=24, rows=300, rng=np.random.default_rng(907))
+    thread = load.start()
+    wait_until(lambda: load.done == load.hold_at, "the first batches", RETRY_SECONDS, processes)
+    upload = _slow_head(deployment, user.token, load.planned[-1])  # the load sends it again
+    body = load.planned[-1].body
+    frozen = cluster.freeze()
+    load.resume.set()
+    try:
+        # a request that the database does not answer gets 503 within the deadline;
+        # the client's own timeout would end one that hangs
+        bound = httpx.Timeout(FROZEN_DEADLINE_SECONDS + 10, connect=5.0)
+        with httpx.Client(base_url=deployment.base, timeout=bound) as probe:
+            planned = load.planned[-2]
+            batch_headers = {**user.key, "Content-Type": "application/json",
+                             "Idempotency-Key": planned.key}  # fmt: skip
+            answers = [
+                probe.get("/readyz"),
+                probe.get("/v1/models", headers=user.admin),
+                probe.get(f"/v1/models/{MODEL}/windows", headers=user.key),
+                probe.post(
+                    f"/v1/models/{MODEL}/batches", content=planned.body, headers=batch_headers
+                ),
+            ]
+            for r in answers:
+                assert r.status_code == 503, r.text
+                assert r.headers["content-type"].startswith("application/problem+json")
+                assert int(r.headers["retry-after"]) > 0
+            assert probe.get("/healthz").status_code == 200
+        # a slow upload is no outage: the deadline starts when its body has arrived
+        pieces = [body[i : i + len(body) // 4 + 1] for i in range(0, len(body), len(body) // 4 + 1)]
+        for piece in pieces[:-1]:
+            upload.send_body(piece)
+            time.sleep(FROZEN_DEADLINE_SECONDS / 2)
+        assert not upload.answer_waiting()  # longer than the deadline, still no answer
+        upload.send_body(pieces[-1], last=True)
+        answer = upload.answer()
+        assert answer.status == 503 and int(answer.headers["retry-after"]) > 0
+    finally:
+        upload.close()
+        cluster.thaw(frozen)
+    _finish(thread, load, deployment)
+    assert_counted_once(load, deployment, database)
+    report_counts("frozen database", "cluster frozen (SIGSTOP) under load", load, database)

@@ -66,7 +66,7 @@ def test_statement_timeout_is_set_on_every_connection(pg_url: str) -> None:
     try:
         with engine.connect() as c:
             assert c.execute(sa.text("SHOW statement_timeout")).scalar_one() == "200ms"
-            assert c.execute(sa.text("SHOW lock_timeout")).scalar_one() == "10s"
+            assert c.execute(sa.text("SHOW lock_timeout")).scalar_one() == "5s"
         with pytest.raises(sa.exc.OperationalError) as info, engine.connect() as c:
             c.execute(sa.text("SELECT pg_sleep(5)"))
         assert is_outage(info.value)
@@ -133,4 +133,5 @@ def test_connection_options_of_the_url_are_kept() -> None:
         "-c search_path=app",
     )
     assert args["connect_timeout"] == 3
-    assert args["options"] == "-c search_path=app -c statement_timeout=30000 -c lock_timeout=10000"
+    assert args["options"] == "-c search_path=app -c statement_timeout=30000 -c lock_timeout=5000"
+    assert args["keepalives"] == 1 and args["keepalives_idle"] == 10

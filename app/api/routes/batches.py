@@ -68,8 +68,17 @@ def _authorize(session: Session, name: str, token: str, settings: Settings) -> M
     """The path's model for a caller with the ``ingest`` scope (401/404/403 otherwise).
 
     Reads through :data:`AUTH_CACHE` (app/services/auth_cache.py states the
-    staleness bound) and fills it.
+    staleness bound) and fills it. Ends the session's transaction: its
+    connection goes back to the pool before the route awaits the body (a
+    slow client must not hold it).
     """
+    try:
+        return _authorize_in(session, name, token, settings)
+    finally:
+        session.close()
+
+
+def _authorize_in(session: Session, name: str, token: str, settings: Settings) -> ModelConfig:
     engine = session.get_bind()
     generation = AUTH_CACHE.generation
     key: CachedKey | None = None
@@ -119,7 +128,7 @@ async def post_batch(
             model, credential = cached
         else:  # a cache miss queries the database: off the event loop
             model = await run_in_threadpool(_authorize, session, name, token, settings)
-        body = await request.body()
+        body = await request.body()  # no connection is held while the client sends it
         ingest = partial(
             ingest_batch,
             session,
