@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -28,6 +28,7 @@ from app.config import Settings
 from app.db.models import ApiKey, Model
 from app.services import keys
 from app.services.json_keys import check_unique_keys
+from app.services.model_settings import SLUG_PATTERN
 from app.services.models import get_model
 
 
@@ -50,6 +51,17 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
+
+ModelName = Annotated[
+    str,
+    Path(
+        pattern=SLUG_PATTERN,
+        description="the model's name: lowercase letters, digits, '-' and '_', at most 64",
+        examples=["fraud"],
+    ),
+]
+"""The ``{name}`` of a path, checked as a body's model name is (422 naming ``name``)
+before anything is looked up; every route with a model name in its path takes it."""
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -121,7 +133,7 @@ AdminDep = Annotated[Caller, Depends(require_admin)]
 def model_with_scope(*scopes: str) -> Callable[..., Model]:
     """A dependency loading the path's model for a caller holding one of ``scopes``."""
 
-    def dependency(name: str, caller: CallerDep, session: SessionDep) -> Model:
+    def dependency(name: ModelName, caller: CallerDep, session: SessionDep) -> Model:
         model = get_model(session, name)
         if caller.admin:
             return model
@@ -147,7 +159,7 @@ def check_key_rights(
         raise permission_denied(f"this key lacks the {' or '.join(scopes)} scope")
 
 
-def admin_model(name: str, _admin: AdminDep, session: SessionDep) -> Model:
+def admin_model(name: ModelName, _admin: AdminDep, session: SessionDep) -> Model:
     return get_model(session, name)
 
 

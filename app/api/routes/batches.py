@@ -21,6 +21,7 @@ from starlette.responses import Response
 from app.api.deps import (
     BearerCredentials,
     JsonBody,
+    ModelName,
     SettingsDep,
     active_key,
     bearer_token,
@@ -104,7 +105,7 @@ def _authorize(session: Session, name: str, token: str, settings: Settings) -> M
 )
 async def post_batch(
     request: Request,
-    name: str,
+    name: ModelName,
     credentials: BearerCredentials,
     settings: SettingsDep,
     idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
