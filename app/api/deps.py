@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Path, Request
+from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -26,7 +26,9 @@ from app.api.errors import (
 )
 from app.config import Settings
 from app.db.models import ApiKey, Model
+from app.errors import InvalidInput
 from app.services import keys
+from app.services.idempotency import HEADER as IDEMPOTENCY_HEADER
 from app.services.json_keys import check_unique_keys
 from app.services.model_settings import SLUG_PATTERN
 from app.services.models import get_model
@@ -200,3 +202,23 @@ UniqueKeys = Depends(require_unique_keys)
 
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 """The bearer token of the request, if any (for routes that resolve the caller themselves)."""
+
+
+async def idempotency_key(
+    values: Annotated[
+        list[str] | None,
+        Header(
+            alias=IDEMPOTENCY_HEADER,
+            description='1-255 visible ASCII characters, sent once; see docs/api.md "Idempotency"',
+        ),
+    ] = None,
+) -> str | None:
+    """The request's Idempotency-Key, or None; 422 naming the header when it comes
+    more than once (which one the client meant is not for the service to guess)."""
+    if values is not None and len(values) > 1:
+        raise InvalidInput(IDEMPOTENCY_HEADER, f"is sent {len(values)} times; send it once")
+    return values[0] if values else None
+
+
+IdempotencyKey = Annotated[str | None, Depends(idempotency_key)]
+"""The Idempotency-Key header of a batch (checked further by the ingestion)."""

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from functools import partial
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
-from fastapi import APIRouter, Header, Request, status
+from fastapi import APIRouter, Request, status
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from app.api.deps import (
     BearerCredentials,
+    IdempotencyKey,
     JsonBody,
     ModelName,
     SettingsDep,
@@ -108,7 +109,7 @@ async def post_batch(
     name: ModelName,
     credentials: BearerCredentials,
     settings: SettingsDep,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    idempotency_key: IdempotencyKey,
 ) -> Response:
     session: Session = request.app.state.session_factory()
     try:
