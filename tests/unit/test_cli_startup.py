@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
 from app.cli import cli
@@ -107,3 +109,15 @@ def test_migrate_prints_the_url_without_its_password(
     result = runner.invoke(cli, ["migrate"])
     assert result.exit_code == 0, result.output
     assert result.output.strip() == f"database at head: sqlite:///{tmp_path / 'm.db'}"
+
+
+def test_migrate_keeps_the_traceback_of_an_error_that_is_no_outage(
+    environment: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def broken(_url: str) -> None:
+        raise OperationalError("SELECT", {}, sqlite3.OperationalError("no such table: x"))
+
+    environment.setattr("app.db.migrate.upgrade_to_head", broken)
+    environment.setenv("PRIORWATCH_DATABASE_URL", f"sqlite:///{tmp_path / 'm.db'}")
+    result = runner.invoke(cli, ["migrate"])
+    assert isinstance(result.exception, OperationalError)  # a bug, not an outage: shown whole
