@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 #: Admin tokens that are refused because they are known placeholders.
@@ -200,7 +200,7 @@ def normalise_database_url(database_url: str) -> str:
     return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 
-def masked_url(database_url: str | URL) -> str:
+def masked_url(database_url: str) -> str:
     """``database_url`` as shown in every message and log line: password as ``***``."""
     return make_url(database_url).render_as_string(hide_password=True)
 
