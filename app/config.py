@@ -9,18 +9,28 @@ Every value comes from the environment with the ``PRIORWATCH_`` prefix (a
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from datetime import timedelta
 from functools import lru_cache
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 #: Admin tokens that are refused because they are known placeholders.
 PLACEHOLDER_SECRETS = frozenset(
     {"changeme", "change-me", "change_me", "secret", "admin", "password", "token", "test"}
 )
-#: Shortest admin or metrics token accepted (characters).
+#: Shortest admin or metrics token accepted (characters); also the shortest piece
+#: that a token may repeat (see :func:`check_token_strength`).
 MIN_ADMIN_TOKEN_LENGTH = 16
+#: Least entropy of a token, in bits, estimated from its character frequencies.
+MIN_TOKEN_ENTROPY_BITS = 32.0
+_MIN_REPEAT = 4
+"""Characters a piece must be written again for the token to count as a repetition
+(a random token often ends with its own first character or two)."""
 
 
 def settings_config(env_prefix: str) -> SettingsConfigDict:
@@ -48,7 +58,8 @@ class Settings(BaseSettings):
 
     database_url: str = Field(
         default="sqlite:///./priorwatch.db",
-        description="SQLAlchemy URL: sqlite:///path or postgresql+psycopg://user@host/db",
+        description="SQLAlchemy URL: sqlite:///path or postgresql+psycopg://user@host/db "
+        "(postgres:// and postgresql:// mean the latter)",
     )
     admin_token: SecretStr | None = Field(
         default=None,
@@ -160,6 +171,11 @@ class Settings(BaseSettings):
         description="on SQLite, `priorwatch serve` also runs the worker in-process",
     )
 
+    @field_validator("database_url")
+    @classmethod
+    def _psycopg_url(cls, value: str) -> str:
+        return normalise_database_url(value)
+
     @field_validator("admin_token", "metrics_token")
     @classmethod
     def _refuse_placeholder_token(cls, value: SecretStr | None) -> SecretStr | None:
@@ -184,20 +200,75 @@ class Settings(BaseSettings):
         return timedelta(seconds=self.future_skew_seconds)
 
 
+_SQLITE_DRIVERS = ("sqlite", "sqlite+pysqlite")
+_POSTGRES_DRIVERS = ("postgres", "postgresql", "postgres+psycopg", "postgresql+psycopg")
+_URL_FORMS = "use sqlite:///path or postgresql://user:password@host:port/database"
+
+
+def normalise_database_url(database_url: str) -> str:
+    """``database_url`` with a PostgreSQL scheme as users write it (``postgres://``,
+    ``postgresql://``) given the driver the service uses (``postgresql+psycopg://``).
+
+    ValueError (never quoting the URL: it may hold a password) for anything
+    that is not a SQLite or PostgreSQL URL.
+    """
+    try:
+        url = make_url(database_url)
+    except ArgumentError:
+        raise ValueError(f"is not a database URL; {_URL_FORMS}") from None
+    if url.drivername in _SQLITE_DRIVERS:
+        return database_url
+    if url.drivername not in _POSTGRES_DRIVERS:
+        raise ValueError(f"names the unsupported driver {url.drivername!r}; {_URL_FORMS}")
+    if url.drivername == "postgresql+psycopg":
+        return database_url
+    return url.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+
+
+def masked_url(database_url: str) -> str:
+    """``database_url`` as shown in every message and log line: password as ``***``."""
+    return make_url(database_url).render_as_string(hide_password=True)
+
+
 def check_token_strength(value: SecretStr) -> SecretStr:
     """``value`` if it can serve as a bearer secret, else ValueError (never quoting it).
 
-    Refused: known placeholders, fewer than :data:`MIN_ADMIN_TOKEN_LENGTH`
-    characters, whitespace only, or one character repeated.
+    Refused: known placeholders; fewer than :data:`MIN_ADMIN_TOKEN_LENGTH`
+    characters; a piece of fewer than :data:`MIN_ADMIN_TOKEN_LENGTH`
+    characters written again after itself (``changemechangeme``,
+    ``abcabcabc...``, one character repeated; a copy may be cut short); less
+    than :data:`MIN_TOKEN_ENTROPY_BITS` of entropy, estimated as the length
+    times the entropy of the token's character frequencies (``aaaaaaaaaaaaaaab``).
     """
     token = value.get_secret_value()
     if token.strip().lower() in PLACEHOLDER_SECRETS:
         raise ValueError("is a known placeholder; set a random value")
     if len(token) < MIN_ADMIN_TOKEN_LENGTH:
         raise ValueError(f"must have at least {MIN_ADMIN_TOKEN_LENGTH} characters")
-    if len(set(token.strip())) <= 1:
-        raise ValueError("is whitespace or one repeated character; set a random value")
+    period = _shortest_period(token)
+    if period < MIN_ADMIN_TOKEN_LENGTH and len(token) - period >= _MIN_REPEAT:
+        raise ValueError("repeats a short piece; set a random value")
+    if _entropy_bits(token) < MIN_TOKEN_ENTROPY_BITS:
+        raise ValueError("is too predictable (too few different characters); set a random value")
     return value
+
+
+def _shortest_period(text: str) -> int:
+    """The least p such that ``text[i] == text[i + p]`` for every i (``len(text)`` if none),
+    from the prefix function (Knuth-Morris-Pratt): p = length - longest border."""
+    border = [0] * len(text)
+    for i in range(1, len(text)):
+        k = border[i - 1]
+        while k and text[i] != text[k]:
+            k = border[k - 1]
+        border[i] = k + 1 if text[i] == text[k] else 0
+    return len(text) - border[-1]
+
+
+def _entropy_bits(text: str) -> float:
+    """``len(text)`` times the Shannon entropy (bits) of its character frequencies."""
+    n = len(text)
+    return -sum(c * math.log2(c / n) for c in Counter(text).values())
 
 
 @lru_cache(maxsize=1)

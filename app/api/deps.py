@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -26,8 +26,11 @@ from app.api.errors import (
 )
 from app.config import Settings
 from app.db.models import ApiKey, Model
+from app.errors import InvalidInput
 from app.services import keys
+from app.services.idempotency import HEADER as IDEMPOTENCY_HEADER
 from app.services.json_keys import check_unique_keys
+from app.services.model_settings import SLUG_PATTERN
 from app.services.models import get_model
 
 
@@ -52,6 +55,17 @@ def get_session(request: Request) -> Iterator[Session]:
 
 
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+
+ModelName = Annotated[
+    str,
+    Path(
+        pattern=SLUG_PATTERN,
+        description="the model's name: lowercase letters, digits, '-' and '_', at most 64",
+        examples=["fraud"],
+    ),
+]
+"""The ``{name}`` of a path, checked as a body's model name is (422 naming ``name``)
+before anything is looked up; every route with a model name in its path takes it."""
 
 _bearer = HTTPBearer(
     auto_error=False,
@@ -123,7 +137,7 @@ AdminDep = Annotated[Caller, Depends(require_admin)]
 def model_with_scope(*scopes: str) -> Callable[..., Model]:
     """A dependency loading the path's model for a caller holding one of ``scopes``."""
 
-    def dependency(name: str, caller: CallerDep, session: SessionDep) -> Model:
+    def dependency(name: ModelName, caller: CallerDep, session: SessionDep) -> Model:
         model = get_model(session, name)
         if caller.admin:
             return model
@@ -149,7 +163,7 @@ def check_key_rights(
         raise permission_denied(f"this key lacks the {' or '.join(scopes)} scope")
 
 
-def admin_model(name: str, _admin: AdminDep, session: SessionDep) -> Model:
+def admin_model(name: ModelName, _admin: AdminDep, session: SessionDep) -> Model:
     return get_model(session, name)
 
 
@@ -190,3 +204,23 @@ UniqueKeys = Depends(require_unique_keys)
 
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 """The bearer token of the request, if any (for routes that resolve the caller themselves)."""
+
+
+async def idempotency_key(
+    values: Annotated[
+        list[str] | None,
+        Header(
+            alias=IDEMPOTENCY_HEADER,
+            description='1-255 visible ASCII characters, sent once; see docs/api.md "Idempotency"',
+        ),
+    ] = None,
+) -> str | None:
+    """The request's Idempotency-Key, or None; 422 naming the header when it comes
+    more than once (which one the client meant is not for the service to guess)."""
+    if values is not None and len(values) > 1:
+        raise InvalidInput(IDEMPOTENCY_HEADER, f"is sent {len(values)} times; send it once")
+    return values[0] if values else None
+
+
+IdempotencyKey = Annotated[str | None, Depends(idempotency_key)]
+"""The Idempotency-Key header of a batch (checked further by the ingestion)."""

@@ -19,7 +19,7 @@ import typer
 from app.cli.admin import keys_cli, models_cli
 from app.cli.ingest import ingest_command
 from app.cli.read import sla_command, windows_command
-from app.cli.service import EXIT_CODES_EPILOG
+from app.cli.service import EXIT_CODES_EPILOG, LOCAL_EXIT_CODES_EPILOG
 from app.cli.simulate import simulate_command
 
 cli = typer.Typer(
@@ -34,18 +34,6 @@ cli = typer.Typer(
 
 
 _MIGRATE_HELP = "apply pending migrations at start (PostgreSQL; SQLite always does)"
-
-
-def _prepare_schema(migrate: bool) -> None:
-    """Bring the database to head or refuse to start (exit status 3) with what to run."""
-    from app.config import get_settings
-    from app.db.migrate import SchemaNotReady, prepare_schema
-
-    try:
-        typer.echo(prepare_schema(get_settings(), migrate=migrate), err=True)
-    except SchemaNotReady as exc:
-        typer.echo(f"priorwatch: not starting: {exc}", err=True)
-        raise typer.Exit(3) from None
 
 
 def _print_version(value: bool) -> None:
@@ -68,39 +56,45 @@ def _root(
     """Prior-invariant performance monitoring for binary classifiers."""
 
 
-@cli.command()
+@cli.command(epilog=LOCAL_EXIT_CODES_EPILOG)
 def serve(
     host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
     migrate: Annotated[bool, typer.Option("--migrate", help=_MIGRATE_HELP)] = False,
 ) -> None:
     """Run the API; on SQLite it also runs the worker in-process."""
-    _prepare_schema(migrate)
+    from app.cli.startup import load_settings, load_worker_settings, prepare_schema_or_exit
+
+    settings = load_settings()
+    if settings.is_sqlite and settings.embedded_worker:
+        load_worker_settings()  # refused now rather than in the server's start-up
+    prepare_schema_or_exit(settings, migrate=migrate)
     from app.main import run
 
     run(host=host, port=port)
 
 
-@cli.command()
+@cli.command(epilog=LOCAL_EXIT_CODES_EPILOG)
 def worker(
     migrate: Annotated[bool, typer.Option("--migrate", help=_MIGRATE_HELP)] = False,
 ) -> None:
     """Run one worker process (Postgres deployments run several)."""
-    _prepare_schema(migrate)
+    from app.cli.startup import load_settings, load_worker_settings, prepare_schema_or_exit
+
+    settings = load_settings()
+    worker_settings = load_worker_settings()
+    prepare_schema_or_exit(settings, migrate=migrate)
     from app.worker.runner import run
 
-    run()
+    run(settings, worker_settings)
 
 
-@cli.command()
+@cli.command(epilog=LOCAL_EXIT_CODES_EPILOG)
 def migrate() -> None:
     """Apply the Alembic migrations to PRIORWATCH_DATABASE_URL."""
-    from app.config import get_settings
-    from app.db.migrate import upgrade_to_head
+    from app.cli.startup import load_settings, migrate_or_exit
 
-    url = get_settings().database_url
-    upgrade_to_head(url)
-    typer.echo(f"database at head: {url}")
+    typer.echo(f"database at head: {migrate_or_exit(load_settings())}")
 
 
 @cli.command()

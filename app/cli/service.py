@@ -21,6 +21,12 @@ EXIT_USAGE = 2
 """Bad options or arguments, or an unreadable input file (click's usage error code)."""
 EXIT_UNREACHABLE = 3
 """The service could not be reached (connection refused, timeout)."""
+EXIT_SCHEMA = 3
+"""``serve``, ``worker``: the database is behind the code (run ``priorwatch migrate``)."""
+EXIT_SETTINGS = 4
+"""``serve``, ``worker``, ``migrate``: a setting (``PRIORWATCH_*``) is refused."""
+EXIT_DATABASE = 5
+"""``migrate``: the database could not be reached (refused, timed out, wrong password)."""
 
 EXIT_CODES_EPILOG = (
     "\b\nExit codes:\n"
@@ -30,6 +36,16 @@ EXIT_CODES_EPILOG = (
     "  3  the service could not be reached"
 )
 """The exit codes, as shown at the end of every ``--help`` (docs/cli.md)."""
+
+LOCAL_EXIT_CODES_EPILOG = (
+    "\b\nExit codes:\n"
+    "  0  success (serve, worker: stopped by SIGTERM or SIGINT)\n"
+    "  2  usage error: bad option or argument\n"
+    "  3  the database is behind the code: run `priorwatch migrate` (serve, worker)\n"
+    "  4  a setting (PRIORWATCH_*) is refused: the message names it\n"
+    "  5  the database could not be reached (migrate)"
+)
+"""The exit codes of the local commands that read the settings (docs/cli.md)."""
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TIMEOUT = httpx.Timeout(60.0, connect=5.0)

@@ -11,11 +11,10 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 import app
-from app.config import Settings
+from app.config import Settings, masked_url
 from app.db.availability import describe_outage
 from app.db.session import make_engine
 
@@ -81,7 +80,7 @@ def prepare_schema(settings: Settings, *, migrate: bool) -> str:
         PostgreSQL, not at head, and ``migrate`` is false.
     """
     database_url = settings.database_url
-    shown = make_url(database_url).render_as_string(hide_password=True)
+    shown = masked_url(database_url)
     engine = make_engine(database_url, settings)
     try:
         with engine.connect() as connection:

@@ -44,7 +44,7 @@ from app.services.count_limits import MAX_BATCH_COUNT, check_batch_counts, check
 from app.services.errors import MalformedBody
 from app.services.json_keys import check_unique_keys, duplicated_key
 from app.services.model_config import ModelConfig
-from app.services.sparse_histogram import parse_score_sums, parse_sparse_counts
+from app.services.sparse_histogram import integer_array, parse_score_sums, parse_sparse_counts
 from app.services.timestamps import EXAMPLE, parse_instant, shown
 from app.services.windowing import window_start
 
@@ -258,15 +258,9 @@ def _count_array(field: str, raw: Any, size: int) -> Counts:
         raise InvalidInput(field, "must be an array of counts")
     if len(raw) != size:
         raise InvalidInput(field, f"has {len(raw)} bins; the model has {size} (GET .../bins)")
-    try:
-        arr = np.array(raw)
-    except (TypeError, ValueError):
-        raise InvalidInput(field, "must be an array of non-negative integers") from None
-    if arr.ndim != 1 or arr.dtype.kind not in "iu":
-        raise InvalidInput(field, "must be an array of non-negative integers")
-    if arr.size:
-        check_batch_counts(field, int(arr.max()))
-    counts = arr.astype(np.int64)
+    counts = integer_array(field, raw, "non-negative integers")
+    if counts.size:
+        check_batch_counts(field, int(counts.max()))
     if counts.size and counts.min() < 0:
         raise InvalidInput(field, f"element {int(np.argmin(counts))} is negative")
     return counts

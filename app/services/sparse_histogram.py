@@ -34,19 +34,29 @@ SUM_FIELDS = ("brier_sum", "log_loss_sum", "score_sum_positive", "score_sum_nega
 Counts = npt.NDArray[np.int64]
 
 
-def _integer_array(field: str, raw: Any, what: str, n_bins: int) -> npt.NDArray[np.int64]:
-    if not isinstance(raw, list):
-        raise InvalidInput(field, f"must be an array of {what}")
-    if len(raw) > n_bins:
-        raise InvalidInput(field, f"has {len(raw)} entries; the model has {n_bins} bins")
-    # bounded by n_bins: one Python pass names the first non-integer (true/false included)
-    bad = next((i for i, v in enumerate(raw) if isinstance(v, bool) or not isinstance(v, int)), -1)
-    if bad >= 0:
+def integer_array(field: str, raw: list[Any], what: str) -> npt.NDArray[np.int64]:
+    """The JSON array ``raw`` as int64: the one check of the integers of a histogram,
+    dense or sparse.
+
+    InvalidInput naming the first element that is not an integer (``true``
+    and ``false`` included: JSON booleans are not counts, though Python
+    takes them for 1 and 0), or the array when a value is beyond 64 bits.
+    """
+    if not set(map(type, raw)) <= {int}:  # one pass in C; the element is found on failure
+        bad = next(i for i, v in enumerate(raw) if type(v) is not int)
         raise InvalidInput(f"{field}[{bad}]", f"must be one of {what}")
     try:
         return np.array(raw, dtype=np.int64)
     except OverflowError:  # beyond 64 bits
         raise InvalidInput(field, f"must be an array of {what} below 2^63") from None
+
+
+def _integer_array(field: str, raw: Any, what: str, n_bins: int) -> npt.NDArray[np.int64]:
+    if not isinstance(raw, list):
+        raise InvalidInput(field, f"must be an array of {what}")
+    if len(raw) > n_bins:
+        raise InvalidInput(field, f"has {len(raw)} entries; the model has {n_bins} bins")
+    return integer_array(field, raw, what)
 
 
 def parse_sparse_counts(field: str, raw: Any, n_bins: int, *, max_count: int) -> Counts:

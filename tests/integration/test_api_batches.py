@@ -321,6 +321,26 @@ def test_replay_and_conflict(setup: Any, db_engine: sa.Engine) -> None:
     assert bad_key.status_code == 422 and bad_key.json()["errors"][0]["field"] == "Idempotency-Key"
 
 
+@pytest.mark.parametrize("values", [("k-1", "k-2"), ("k-1", "k-1")])
+def test_a_repeated_idempotency_key_is_refused(
+    setup: Any, db_engine: sa.Engine, values: tuple[str, str]
+) -> None:
+    api, _, token = setup
+    body = {"timestamp": datetime.now(UTC).isoformat(), "scores": [0.9, 0.1], "labels": [1, 0]}
+    headers = [
+        *api.bearer(token).items(),
+        ("Content-Type", "application/json"),
+        *(("Idempotency-Key", v) for v in values),
+    ]
+    r = api.client.post("/v1/models/fraud/batches", content=orjson.dumps(body), headers=headers)
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"] == [
+        {"field": "Idempotency-Key", "reason": "is sent 2 times; send it once"}
+    ]
+    assert _counts(db_engine) == (0, 0)
+    assert api.post_batch("fraud", token, body, key=values[1]).status_code == 202  # once: fine
+
+
 @contextmanager
 def _hold_key(url: str, model_id: int, key: str) -> Iterator[None]:
     """Simulate a first request still in flight with ``key``."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.config import Settings, get_settings
+from app.config import Settings, get_settings, masked_url
 
 
 def test_contract_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -37,7 +37,20 @@ def test_environment_and_dotenv(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
 
 @pytest.mark.parametrize(
     "token",
-    ["changeme", "secret", "too-short", " " * 24, "\t\n" * 12, "a" * 32, "7" * 64],
+    [
+        "changeme",
+        "secret",
+        "too-short",
+        " " * 24,
+        "\t\n" * 12,
+        "a" * 32,
+        "7" * 64,
+        "changemechangeme",  # a placeholder written twice
+        "changeme-changem",  # a short piece repeated, the last copy cut short
+        "abcabcabcabcabcabc",
+        "aaaaaaaaaaaaaaab",  # few different characters: too little entropy
+        "0000000011111111",
+    ],
 )
 def test_placeholder_short_blank_and_repeated_admin_tokens_are_refused(
     token: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
@@ -52,6 +65,21 @@ def test_placeholder_short_blank_and_repeated_admin_tokens_are_refused(
     assert token not in str(from_env.value)
 
 
+@pytest.mark.parametrize(
+    "token",
+    [
+        "test-admin-token-0123456789abcdef",  # the tests' token (tests/conftest.py)
+        "0123456789abcdef",  # 16 different characters
+        "9f86d081884c7d659a2feaa0c55ad015",  # hex: its first pair comes back once
+        "abcdefghijklmnopabcd",  # the piece written again has 16 characters
+    ],
+)
+def test_random_looking_tokens_are_accepted(token: str) -> None:
+    settings = Settings(_env_file=None, admin_token=token, metrics_token=token)  # type: ignore[call-arg]
+    assert settings.admin_token is not None and settings.metrics_token is not None
+    assert settings.admin_token.get_secret_value() == token
+
+
 def test_empty_admin_token_means_unset() -> None:
     assert Settings(_env_file=None, admin_token="").admin_token is None  # type: ignore[call-arg]
 
@@ -64,3 +92,36 @@ def test_limits_must_be_positive(field: str) -> None:
 
 def test_get_settings_is_cached() -> None:
     assert get_settings() is get_settings()
+
+
+@pytest.mark.parametrize(
+    ("given", "used"),
+    [
+        ("postgres://u:pw@h:5432/db", "postgresql+psycopg://u:pw@h:5432/db"),
+        ("postgresql://u@h/db?sslmode=require", "postgresql+psycopg://u@h/db?sslmode=require"),
+        ("postgres+psycopg://u@h/db", "postgresql+psycopg://u@h/db"),
+        ("postgresql+psycopg://u:p%40ss@h/db", "postgresql+psycopg://u:p%40ss@h/db"),
+        ("sqlite:///./x.db", "sqlite:///./x.db"),
+    ],
+)
+def test_postgres_urls_as_users_write_them_use_psycopg(given: str, used: str) -> None:
+    assert Settings(_env_file=None, database_url=given).database_url == used  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("postgresql+psycopg2://u:pw@h/db", "unsupported driver 'postgresql+psycopg2'"),
+        ("mysql://u:pw@h/db", "unsupported driver 'mysql'"),
+        ("not a url", "is not a database URL"),
+    ],
+)
+def test_other_database_urls_are_refused_without_quoting_them(url: str, reason: str) -> None:
+    with pytest.raises(ValidationError, match="database_url") as caught:
+        Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
+    assert reason in str(caught.value) and "pw" not in str(caught.value)
+
+
+def test_masked_url_hides_the_password() -> None:
+    shown = masked_url("postgresql+psycopg://postgres:S3cretPw@db:5432/priorwatch")
+    assert shown == "postgresql+psycopg://postgres:***@db:5432/priorwatch"

@@ -210,7 +210,26 @@ GOOD_TS = "2026-11-26T12:00:00Z"
         ),
         (
             {"timestamp": GOOD_TS, "histogram": {"positives": [0.5] * J, "negatives": [0] * J}},
-            "histogram.positives",
+            "histogram.positives[0]",
+        ),
+        (  # a JSON boolean is not a count, dense as in the sparse form
+            {
+                "timestamp": GOOD_TS,
+                "histogram": {"positives": [1, True] + [0] * (J - 2), "negatives": [0] * J},
+            },
+            "histogram.positives[1]",
+        ),
+        (
+            {"timestamp": GOOD_TS, "histogram": {"positives": [True] * J, "negatives": [0] * J}},
+            "histogram.positives[0]",
+        ),
+        (
+            {"timestamp": GOOD_TS, "histogram": {"unlabelled": [0] * (J - 1) + [False]}},
+            f"histogram.unlabelled[{J - 1}]",
+        ),
+        (
+            {"timestamp": GOOD_TS, "histogram": {"positives": [None] * J, "negatives": [0] * J}},
+            "histogram.positives[0]",
         ),
         (
             {

@@ -72,7 +72,7 @@ def test_histogram_with_unlabelled_counts_alone_or_beside_the_labelled_ones() ->
         ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [1] * 10}}, "histogram.unlabelled"),
         ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [-1] * J}}, "histogram.unlabelled"),
         ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [2**41] * J}}, "histogram.unlabelled"),
-        ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [0.5] * J}}, "histogram.unlabelled"),
+        ({"timestamp": GOOD_TS, "histogram": {"unlabelled": [0.5] * J}}, "histogram.unlabelled[0]"),
         (
             {"timestamp": GOOD_TS, "histogram": {"positives": [1] * J, "unlabelled": [1] * J}},
             "histogram",

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from functools import partial
-from typing import Annotated, Any
+from typing import Any
 
 import orjson
-from fastapi import APIRouter, Header, Request, status
+from fastapi import APIRouter, Request, status
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from app.api.deps import (
     BearerCredentials,
+    IdempotencyKey,
     JsonBody,
+    ModelName,
     SettingsDep,
     active_key,
     bearer_token,
@@ -113,10 +115,10 @@ def _authorize_in(session: Session, name: str, token: str, settings: Settings) -
 )
 async def post_batch(
     request: Request,
-    name: str,
+    name: ModelName,
     credentials: BearerCredentials,
     settings: SettingsDep,
-    idempotency_key: Annotated[str | None, Header(alias="Idempotency-Key")] = None,
+    idempotency_key: IdempotencyKey,
 ) -> Response:
     session: Session = request.app.state.session_factory()
     try:
