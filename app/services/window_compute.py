@@ -66,7 +66,7 @@ from app.metrics.uncertainty import (
     rate_interval,
 )
 from app.services.model_config import ModelConfig
-from app.services.window_estimate import estimate_document
+from app.services.window_estimate import guarded_estimate_document
 from app.services.window_sums import Counts, WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict
 
@@ -103,7 +103,8 @@ class WindowResult:
         non-primary thresholds).
     reasons : dict of str to str
         For every metric that is None: ``"insufficient_data"`` or why its
-        formula is undefined.
+        formula is undefined; under ``"estimate"``, why the label-free
+        estimate is None when computing it failed.
     intervals : dict of str to dict
         ``{"lower", "upper", "level"}`` credible intervals of the
         prior-invariant metrics (calibrated_*, recall, specificity,
@@ -184,18 +185,33 @@ def compute_window_result(
             "status": DriftStatus.INSUFFICIENT_DATA,
             "detail": "the window has no labelled rows",
         }
-        estimate = estimate_document(model, window.unlabelled, ref_hists, None)
-        return WindowResult({}, {}, {}, no_labels, None, estimate, detail)
+        reasons: dict[str, str] = {}
+        estimate = _estimate(model, window, ref_hists, None, reasons)
+        return WindowResult({}, reasons, {}, no_labels, None, estimate, detail)
     curve = _curve(model, window)
     metrics = _metrics(model, window, curve)
     reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
     drift = _drift(model, window, reference, in_reference_period)
-    estimate = estimate_document(model, window.unlabelled, ref_hists, metrics)
+    estimate = _estimate(model, window, ref_hists, metrics, reasons)
     summary = WindowResult(metrics, reasons, {}, drift, None, estimate, detail=False)
     if not detail:
         return summary
     curves, intervals = _detail(model, window, curve, metrics, rng)
     return replace(summary, intervals=intervals, curves=curves, detail=True)
+
+
+def _estimate(
+    model: ModelConfig,
+    window: WindowSums,
+    ref_hists: tuple[Counts, Counts] | None,
+    labelled: Mapping[str, float | None] | None,
+    reasons: dict[str, str],
+) -> dict[str, Any] | None:
+    """The label-free estimate; if it failed, None and its reason in ``reasons["estimate"]``."""
+    estimate, failed = guarded_estimate_document(model, window.unlabelled, ref_hists, labelled)
+    if failed is not None:
+        reasons["estimate"] = failed
+    return estimate
 
 
 DETAIL_STREAM = 1

@@ -142,6 +142,21 @@ def test_ml_prior_is_the_brute_force_maximum(prior: float, n: int) -> None:
             assert mixture_log_likelihood(counts, f1, f0, other) <= best + 1e-9 * abs(best)
 
 
+def test_ml_prior_converges_at_a_tiny_prior() -> None:
+    """Seed 26 of 100 references x 20 windows at prior 0.001: the root near 1.3e-4 made
+    Brent fail to converge in 100 iterations with the smallest float as tolerance."""
+    rng = np.random.default_rng(26)
+    ref = MixtureReference.from_histograms(
+        STREAM.window(rng, n=100_000, prior=0.01), pseudo_count=0.5
+    )
+    _unlabelled(rng, 10_000, 0.001)
+    counts = ref.grouped(_unlabelled(rng, 10_000, 0.001))
+    f1, f0 = ref.f_positive, ref.f_negative
+    pi_hat = ml_prior(counts, f1, f0)
+    assert pi_hat == pytest.approx(_brute_force_argmax(counts, f1, f0), abs=5e-6)
+    assert abs(float(counts @ ((f1 - f0) / (f0 + pi_hat * (f1 - f0))))) < 1e-6  # L'(pi_hat) = 0
+
+
 def test_ml_prior_is_zero_or_one_when_the_slope_keeps_its_sign() -> None:
     ref = _reference(np.random.default_rng(3))
     f1, f0 = ref.f_positive, ref.f_negative
