@@ -82,6 +82,26 @@ def ml_prior(counts: FloatArray, f_positive: FloatArray, f_negative: FloatArray)
     return float(root)
 
 
+def unconstrained_prior(
+    counts: FloatArray, f_positive: FloatArray, f_negative: FloatArray, prior: float
+) -> float:
+    """One Newton step of L from ``prior``: L's maximum without the bounds [0, 1], to first order.
+
+    ``prior`` itself when it is the root of L' inside (0, 1); beyond 0 or 1
+    when the maximum :func:`ml_prior` is at a bound. Its sampling law is
+    close to normal at any prior, which the bounded maximum's is not near 0.
+
+    Examples
+    --------
+    >>> f1, f0 = np.array([0.2, 0.8]), np.array([0.8, 0.2])
+    >>> round(unconstrained_prior(np.array([9.0, 1.0]), f1, f0, 0.0), 6)
+    -0.266667
+    """
+    diff = f_positive - f_negative
+    ratio = diff / (f_negative + prior * diff)
+    return prior + float(np.dot(counts, ratio)) / float(np.dot(counts, ratio * ratio))
+
+
 def profile_interval(
     counts: FloatArray,
     f_positive: FloatArray,

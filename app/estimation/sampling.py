@@ -35,7 +35,7 @@ from app.drift.histograms import FloatArray
 from app.estimation.reference import MixtureReference
 
 
-def _multinomial_cov(p: FloatArray) -> FloatArray:
+def multinomial_cov(p: FloatArray) -> FloatArray:
     return np.diag(p) - np.outer(p, p)
 
 
@@ -72,9 +72,9 @@ class GroupedSampling:
             mixture=m,
             difference=d,
             influence=d / m / information,
-            window_cov=_multinomial_cov(m) / n,
-            reference_cov=prior**2 * _multinomial_cov(f1) / reference.n_positives
-            + (1.0 - prior) ** 2 * _multinomial_cov(f0) / reference.n_negatives,
+            window_cov=multinomial_cov(m) / n,
+            reference_cov=prior**2 * multinomial_cov(f1) / reference.n_positives
+            + (1.0 - prior) ** 2 * multinomial_cov(f0) / reference.n_negatives,
         )
 
     @property

@@ -53,12 +53,36 @@ def test_groups_follow_the_equal_reference_mass_rule_with_the_pseudo_count() -> 
         stop = ref.starts[g + 1] if g + 1 < 20 else EDGES.size - 1
         assert ref.positives[g] == hist.positives[ref.starts[g] : stop].sum()
         assert ref.negatives[g] == hist.negatives[ref.starts[g] : stop].sum()
-    assert np.allclose(ref.f_positive, (ref.positives + 0.5) / (hist.n_positives + 10.0))
-    assert np.allclose(ref.f_negative, (ref.negatives + 0.5) / (hist.n_negatives + 10.0))
+    pooled = (ref.positives + ref.negatives) / 50_000  # 10 pseudo-examples per class, spread so
+    assert np.allclose(ref.f_positive, (ref.positives + 10 * pooled) / (hist.n_positives + 10.0))
+    assert np.allclose(ref.f_negative, (ref.negatives + 10 * pooled) / (hist.n_negatives + 10.0))
+    # both smoothed classes are raw mixtures: f = f0 + a (f1 - f0) at a0, a1
+    raw1, raw0 = ref.positives / hist.n_positives, ref.negatives / hist.n_negatives
+    a0, a1 = ref.smoothing
+    assert np.allclose(ref.f_positive, raw0 + a1 * (raw1 - raw0), rtol=1e-12)
+    assert np.allclose(ref.f_negative, raw0 + a0 * (raw1 - raw0), rtol=1e-12)
+    assert 0.0 < a0 < ref.prior < a1 < 1.0
+    assert ref.smoothed_prior(ref.prior_from_smoothed(0.3)) == pytest.approx(0.3, abs=1e-15)
     # equal mass: every group holds about 1/20 of the reference
     assert np.all(np.abs((ref.positives + ref.negatives) / 50_000 - 0.05) < 0.01)
     assert ref.prior == hist.prior
     assert ref.curve.positives == hist.n_positives
+
+
+@pytest.mark.parametrize("reference_positives", [50, 100, 1_000])
+def test_the_pseudo_count_does_not_bias_the_prior(reference_positives: int) -> None:
+    """A window that is exactly the reference's classes mixed at pi gives pi, however small the
+    reference (the uniform pseudo-count gave about pi (1 + 10 / R1))."""
+    rng = np.random.default_rng(reference_positives)
+    hist = STREAM.window(rng, n=reference_positives * 100, prior=0.01)
+    ref = MixtureReference.from_histograms(hist)
+    for pi in (0.005, 0.01, 0.05):
+        f1, f0 = hist.positives / hist.n_positives, hist.negatives / hist.n_negatives
+        mixed = pi * f1 + (1 - pi) * f0
+        est = estimate_prior(ref, 10_000 * mixed, threshold=0.5)
+        assert est.value == pytest.approx(pi, rel=1e-6)
+        assert est.lower < pi < est.upper
+        assert est.specification.p_value == pytest.approx(1.0)
 
 
 def test_a_bin_holding_much_of_the_reference_merges_groups() -> None:
