@@ -19,9 +19,10 @@ score histogram against a :class:`~app.estimation.reference.MixtureReference`:
    ``none``.
 
 The likelihood is maximised over the smoothed group probabilities of the
-reference and its maximiser, interval and null value are carried to the raw
-frequencies' scale (:meth:`~app.estimation.reference.MixtureReference.prior_from_smoothed`),
-which removes the pseudo-count's bias.
+reference; its maximiser, interval and null value are carried by one affine
+map (:func:`~app.estimation.sampling.debiasing_map`) to the raw frequencies'
+scale, which removes the pseudo-count's bias, and corrected for the
+reference's errors in variables.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from app.estimation.prior import (
     unconstrained_prior,
 )
 from app.estimation.reference import MixtureReference
-from app.estimation.sampling import GroupedSampling
+from app.estimation.sampling import GroupedSampling, debiasing_map
 from app.estimation.specification import SpecificationTest, specification_test
 from app.metrics._validation import check_probability
 from app.metrics.curves import cumulative_counts_from_histograms
@@ -213,7 +214,8 @@ def estimate_prior(
     lower, upper = profile_interval(
         counts, f1, f0, smoothed, level=level, scale=v_window / (v_window + v_reference)
     )
-    prior = reference.prior_from_smoothed(smoothed)
+    offset, slope = debiasing_map(reference, smoothed)
+    prior = _clip(offset + slope * smoothed)
     ref_prior = reference.prior
     enough = (
         n >= settings.min_class_count
@@ -221,21 +223,20 @@ def estimate_prior(
     )
     if enough:
         v_prior = ref_prior * (1.0 - ref_prior) / (reference.n_positives + reference.n_negatives)
-        v_prior /= (reference.smoothing[1] - reference.smoothing[0]) ** 2  # on the smoothed scale
         prior_p: float | None = equal_prior_p_value(
             counts,
             f1,
             f0,
             smoothed,
-            reference.smoothed_prior(ref_prior),
-            scale=v_window / (v_window + v_reference + v_prior),
+            _clip((ref_prior - offset) / slope),
+            scale=v_window / (v_window + v_reference + v_prior / slope**2),
         )
         fit = mixture_fit_test(counts, sampling)
         spec = specification_test(
             reference,
             u,
-            sampling.influence * (reference.smoothing[1] - reference.smoothing[0]),
-            reference.prior_from_smoothed(unconstrained_prior(counts, f1, f0, smoothed)),
+            sampling.influence * slope,
+            offset + slope * unconstrained_prior(counts, f1, f0, smoothed),
             (threshold,) if thresholds is None else thresholds,
         )
     else:
@@ -245,8 +246,8 @@ def estimate_prior(
     return PriorEstimate(
         n=n,
         value=prior,
-        lower=reference.prior_from_smoothed(lower),
-        upper=reference.prior_from_smoothed(upper),
+        lower=_clip(offset + slope * lower),
+        upper=_clip(offset + slope * upper),
         level=level,
         bbse=_adjusted_count(reference, u, threshold),
         reference_prior=ref_prior,
@@ -332,6 +333,10 @@ def _verdict(
     ):
         return DriftVerdict.PRIOR, reason
     return DriftVerdict.NONE, reason
+
+
+def _clip(prior: float) -> float:
+    return min(max(prior, 0.0), 1.0)
 
 
 def _adjusted_count(reference: MixtureReference, u: FloatArray, threshold: float) -> float | None:

@@ -25,7 +25,7 @@ rho = R1 / R. Then, with k_y = R_y / (R_y + G c),
 
 both on the segment between the raw f0 and f1, so the smoothed mixture at p
 is the raw mixture at pi = a0 + p (a1 - a0): the estimate and its interval
-(:meth:`MixtureReference.prior_from_smoothed`) are those of the raw group
+(:func:`app.estimation.sampling.debiasing_map`) are those of the raw group
 frequencies, with the prior kept in [a0, a1] where no probability is 0.
 """
 
@@ -165,16 +165,6 @@ class MixtureReference:
     def prior(self) -> float:
         """The reference's prior R1 / (R1 + R0)."""
         return self.curve.prior
-
-    def prior_from_smoothed(self, smoothed: float) -> float:
-        """The raw frequencies' prior at a prior of the smoothed ones: a0 + p (a1 - a0)."""
-        a0, a1 = self.smoothing
-        return a0 + smoothed * (a1 - a0)
-
-    def smoothed_prior(self, prior: float) -> float:
-        """The inverse of :meth:`prior_from_smoothed`, clipped to [0, 1]."""
-        a0, a1 = self.smoothing
-        return min(max((prior - a0) / (a1 - a0), 0.0), 1.0)
 
     def check_unlabelled(self, unlabelled: object) -> FloatArray:
         """Validate a window's unlabelled histogram on the model's bins.
