@@ -18,9 +18,13 @@ Prints
      for window/reference size ratios 0.1 to 100, without and with a pure
      prior shift, next to the chi-square part cut at the pooled quantiles
      (the rule) and at the reference's own quantiles (before), with the
-     Monte-Carlo standard error at the nominal level.
+     Monte-Carlo standard error at the nominal level;
+  3-5. the label-free prior's interval at 50-1,000 reference positives,
+     ops_auc_pr at tiny priors, and the label-free verdict's level and power
+     with the specification test (``_coverage_label_free``).
 
-Run: .venv/bin/python bench/bench_coverage.py [--quick] [--only coverage|drift]
+Run: .venv/bin/python bench/bench_coverage.py [--quick]
+[--only coverage|drift|prior|ops_auc_pr|specification]
 [--trials 400] [--alarms 1000] [--seed 0] (about 10 minutes with the defaults on
 this shared machine, 3 with --quick).
 """
@@ -31,6 +35,7 @@ import argparse
 import math
 import time
 
+import _coverage_label_free as label_free
 import numpy as np
 
 from app.drift import DriftSettings
@@ -203,14 +208,24 @@ def main() -> None:
     parser.add_argument("--alarms", type=int, default=1_000, help="trials per drift case")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="100 windows, 300 drift trials")
-    parser.add_argument("--only", choices=("coverage", "drift"), help="run one part")
+    parser.add_argument(
+        "--only",
+        choices=("coverage", "drift", "prior", "ops_auc_pr", "specification"),
+        help="run one part",
+    )
     args = parser.parse_args()
     trials, alarms = (100, 300) if args.quick else (args.trials, args.alarms)
     rng = np.random.default_rng(args.seed)
-    if args.only != "drift":
+    if args.only in (None, "coverage"):
         coverage(rng, trials)
-    if args.only != "coverage":
+    if args.only in (None, "drift"):
         false_alarms(rng, alarms)
+    if args.only in (None, "prior"):
+        label_free.prior_coverage(rng, trials)
+    if args.only in (None, "ops_auc_pr"):
+        label_free.ops_auc_pr_coverage(rng, trials)
+    if args.only in (None, "specification"):
+        label_free.specification_power(rng, trials, alarms)
 
 
 if __name__ == "__main__":
