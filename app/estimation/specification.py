@@ -124,11 +124,11 @@ def specification_test(
     adjusted = slopes @ (p - f0)  # (q_k - F_k) / (T_k - F_k)
     differences = prior - adjusted
     s = rows @ cov @ rows.T
-    df = int(np.linalg.matrix_rank(s))
-    if df == 0:
-        return SpecificationTest(None, 0, None)
+    df = int(np.linalg.matrix_rank(s))  # 0 only for degenerate classes: then no test
     statistic = float(differences @ np.linalg.pinv(s, hermitian=True) @ differences)
-    return SpecificationTest(statistic, df, float(stats.chi2.sf(statistic, df)))
+    return SpecificationTest(
+        *((statistic, df, float(stats.chi2.sf(statistic, df))) if df else (None, 0, None))
+    )
 
 
 def _cell_shares(

@@ -13,7 +13,7 @@ from app.drift.histograms import WindowHistograms
 from app.drift.settings import DriftSettings
 from app.drift.simulation import BinormalStream
 from app.errors import InvalidInput
-from app.estimation import MixtureReference, estimate_prior
+from app.estimation import MixtureReference, estimate_prior, estimate_window
 from app.estimation.prior import (
     adjusted_count_prior,
     equal_prior_p_value,
@@ -21,6 +21,7 @@ from app.estimation.prior import (
     ml_prior,
     profile_interval,
 )
+from app.estimation.specification import SpecificationTest
 from app.metrics.binning import default_bin_edges
 
 EDGES = default_bin_edges((0.5,))
@@ -315,6 +316,36 @@ def test_verdicts_none_prior_likelihood() -> None:
     broken = estimate_prior(ref, w.positives + w.negatives, threshold=0.5, settings=settings)
     assert (broken.verdict, broken.reliable) == ("likelihood", False)
     assert broken.unreliable_reason == "likelihood_shift"
+
+
+def test_the_specification_test_sees_the_frauds_scores_sink() -> None:
+    """The demo's degradation (frauds' mean logit 0.5 -> -1.5, prior unchanged): the mixture
+    still fits (fit p 0.98), but pi_hat (0.006) and the adjusted counts (0.0014 at 0.5)
+    disagree far beyond their joint sampling error; one degree of freedom per threshold."""
+    edges = default_bin_edges((0.5, 0.3))
+    demo = BinormalStream(edges, 0.5, -3.5, 1.2, 1.2)
+    rng = np.random.default_rng(1)
+    ref = MixtureReference.from_histograms(demo.window(rng, n=400_000, prior=0.01))
+    w = BinormalStream(edges, -1.5, -3.5, 1.2, 1.2).window(rng, n=100_000, prior=0.01)
+    settings = DriftSettings(alpha=0.01)
+    u = w.positives + w.negatives
+    est = estimate_prior(ref, u, threshold=0.5, thresholds=(0.5, 0.3), settings=settings)
+    assert est.fit.p_value is not None and est.fit.p_value > 0.5
+    assert est.specification.df == 2
+    assert est.specification.p_value is not None and est.specification.p_value < 1e-6
+    assert (est.verdict, est.unreliable_reason) == ("likelihood", "likelihood_shift")
+    assert est.bbse is not None and est.value > 3 * est.bbse
+    healthy = demo.window(rng, n=100_000, prior=0.01)
+    same = estimate_prior(
+        ref, healthy.positives + healthy.negatives, threshold=0.5, thresholds=(0.5, 0.3)
+    )
+    assert same.specification.p_value is not None and same.specification.p_value > 0.01
+    # a threshold below every score separates nothing: no test
+    nothing = estimate_prior(ref, u, threshold=0.0, settings=settings)
+    assert nothing.specification == SpecificationTest(None, 0, None)
+    doc = estimate_window(ref, u, thresholds=(0.5, 0.3)).to_document()["fit"]
+    assert doc["specification_p_value"] == est.specification.p_value
+    assert doc["specification_df"] == 2
 
 
 def test_too_little_data_is_not_tested() -> None:
