@@ -18,15 +18,19 @@ Prints
      for window/reference size ratios 0.1 to 100, without and with a pure
      prior shift, next to the chi-square part cut at the pooled quantiles
      (the rule) and at the reference's own quantiles (before), with the
-     Monte-Carlo standard error at the nominal level.
+     Monte-Carlo standard error at the nominal level;
+  3-5. the label-free prior's interval at 50-1,000 reference positives,
+     ops_auc_pr at tiny priors, and the label-free verdict's level and power
+     with the specification test (``_coverage_label_free``).
 
-  3. coverage of the calibrated AUC-PR and KS intervals (closed forms) over
+  6. coverage of the calibrated AUC-PR and KS intervals (closed forms) over
      five score models, 30-10,000 positives, priors and pi0 0.01-0.5, with
      the library's former bootstrap beside them (bench/_coverage_areas.py);
-  4. the SLA at its target: share of windows breached on the point and by
+  7. the SLA at its target: share of windows breached on the point and by
      the interval rule, objectives on auc_pr and ks.
 
-Run: .venv/bin/python bench/bench_coverage.py [--quick] [--only coverage|drift|areas|sla]
+Run: .venv/bin/python bench/bench_coverage.py [--quick]
+[--only coverage|drift|prior|ops_auc_pr|specification|areas|sla]
 [--trials 400] [--alarms 1000] [--seed 0] (about 10 minutes with the defaults on
 this shared machine, 3 with --quick).
 """
@@ -37,6 +41,7 @@ import argparse
 import math
 import time
 
+import _coverage_label_free as label_free
 import numpy as np
 from _coverage_areas import area_coverage, sla_at_target
 
@@ -211,7 +216,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="100 windows, 300 drift trials")
     parser.add_argument(
-        "--only", choices=("coverage", "drift", "areas", "sla"), help="run one part"
+        "--only",
+        choices=("coverage", "drift", "prior", "ops_auc_pr", "specification", "areas", "sla"),
+        help="run one part",
     )
     args = parser.parse_args()
     trials, alarms = (100, 300) if args.quick else (args.trials, args.alarms)
@@ -220,6 +227,12 @@ def main() -> None:
         coverage(rng, trials)
     if args.only in (None, "drift"):
         false_alarms(rng, alarms)
+    if args.only in (None, "prior"):
+        label_free.prior_coverage(rng, trials)
+    if args.only in (None, "ops_auc_pr"):
+        label_free.ops_auc_pr_coverage(rng, trials)
+    if args.only in (None, "specification"):
+        label_free.specification_power(rng, trials, alarms)
     if args.only in (None, "areas"):
         area_coverage(rng, trials)
     if args.only in (None, "sla"):

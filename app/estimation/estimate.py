@@ -7,12 +7,22 @@ score histogram against a :class:`~app.estimation.reference.MixtureReference`:
    interval (widened by the reference's share of the estimate's variance) and
    the adjusted count at the primary threshold;
 2. every metric at pi_hat (:mod:`app.estimation.metrics`);
-3. the goodness-of-fit test of the mixture (:mod:`app.estimation.fit`) and
-   the likelihood-ratio test of "the prior is the reference's";
-4. the verdict at the model's drift alpha: ``likelihood`` when the fit is
-   rejected (the scores moved in a way no prior explains, so the estimate is
-   unreliable), else ``prior`` when the prior test rejects and pi_hat moved by
-   more than the minimum prior effect, else ``none``.
+3. the goodness-of-fit test of the mixture (:mod:`app.estimation.fit`), the
+   specification test of pi_hat against the adjusted counts at the model's
+   thresholds (:mod:`app.estimation.specification`) and the likelihood-ratio
+   test of "the prior is the reference's";
+4. the verdict at the model's drift alpha: ``likelihood`` when the fit test
+   or the specification test rejects at alpha / 2 (the scores moved in a way
+   no prior explains, so the estimate is unreliable; alpha / 2 each keeps the
+   pair's false-alarm rate at most alpha), else ``prior`` when the prior test
+   rejects and pi_hat moved by more than the minimum prior effect, else
+   ``none``.
+
+The likelihood is maximised over the smoothed group probabilities of the
+reference; its maximiser, interval and null value are carried by one affine
+map (:func:`~app.estimation.sampling.debiasing_map`) to the raw frequencies'
+scale, which removes the pseudo-count's bias, and corrected for the
+reference's errors in variables.
 """
 
 from __future__ import annotations
@@ -30,9 +40,11 @@ from app.estimation.prior import (
     equal_prior_p_value,
     ml_prior,
     profile_interval,
+    unconstrained_prior,
 )
 from app.estimation.reference import MixtureReference
-from app.estimation.sampling import GroupedSampling
+from app.estimation.sampling import GroupedSampling, debiasing_map
+from app.estimation.specification import SpecificationTest, specification_test
 from app.metrics._validation import check_probability
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.statuses import DriftStatus, DriftVerdict
@@ -70,6 +82,9 @@ class PriorEstimate:
         ``None`` when not tested.
     fit : MixtureFitTest
         Goodness-of-fit of the mixture (``p_value`` None when not tested).
+    specification : SpecificationTest
+        pi_hat against the adjusted counts at the thresholds (``p_value``
+        None when not tested).
     status : DriftStatus
         ``ok``, or ``insufficient_data`` when the window or a reference class
         holds fewer than ``min_class_count`` examples (nothing tested).
@@ -90,6 +105,7 @@ class PriorEstimate:
     reference_prior: float
     p_value: float | None
     fit: MixtureFitTest
+    specification: SpecificationTest
     status: DriftStatus
     verdict: DriftVerdict
     unreliable_reason: str | None
@@ -143,6 +159,9 @@ class LabelFreeEstimate:
                 "p_value": p.fit.p_value,
                 "statistic": p.fit.statistic,
                 "df": p.fit.df,
+                "specification_p_value": p.specification.p_value,
+                "specification_statistic": p.specification.statistic,
+                "specification_df": p.specification.df,
                 "verdict": str(p.verdict),
                 "status": str(p.status),
             },
@@ -158,6 +177,7 @@ def estimate_prior(
     threshold: float,
     settings: DriftSettings | None = None,
     level: float = INTERVAL_LEVEL,
+    thresholds: Sequence[float] | None = None,
 ) -> PriorEstimate:
     """Estimate a window's prior from its unlabelled scores and test the mixture.
 
@@ -170,10 +190,13 @@ def estimate_prior(
     threshold : float
         The primary threshold (of the adjusted count).
     settings : DriftSettings, optional
-        ``alpha`` of both tests, ``min_prior_effect`` of the prior verdict and
+        ``alpha`` of the tests, ``min_prior_effect`` of the prior verdict and
         ``min_class_count`` of the window and of each reference class.
     level : float in (0, 1)
         Coverage of the prior's interval.
+    thresholds : sequence of float, optional
+        Every threshold of the model, for the specification test; default
+        ``(threshold,)``.
 
     Returns
     -------
@@ -185,12 +208,14 @@ def estimate_prior(
     counts = reference.grouped(u)
     n = float(counts.sum())
     f1, f0 = reference.f_positive, reference.f_negative
-    prior = ml_prior(counts, f1, f0)
-    sampling = GroupedSampling.at(reference, prior, n)
+    smoothed = ml_prior(counts, f1, f0)
+    sampling = GroupedSampling.at(reference, smoothed, n)
     v_window, v_reference = sampling.window_variance, sampling.reference_variance
     lower, upper = profile_interval(
-        counts, f1, f0, prior, level=level, scale=v_window / (v_window + v_reference)
+        counts, f1, f0, smoothed, level=level, scale=v_window / (v_window + v_reference)
     )
+    offset, slope = debiasing_map(reference, smoothed)
+    prior = _clip(offset + slope * smoothed)
     ref_prior = reference.prior
     enough = (
         n >= settings.min_class_count
@@ -199,22 +224,36 @@ def estimate_prior(
     if enough:
         v_prior = ref_prior * (1.0 - ref_prior) / (reference.n_positives + reference.n_negatives)
         prior_p: float | None = equal_prior_p_value(
-            counts, f1, f0, prior, ref_prior, scale=v_window / (v_window + v_reference + v_prior)
+            counts,
+            f1,
+            f0,
+            smoothed,
+            _clip((ref_prior - offset) / slope),
+            scale=v_window / (v_window + v_reference + v_prior / slope**2),
         )
         fit = mixture_fit_test(counts, sampling)
+        spec = specification_test(
+            reference,
+            u,
+            sampling.influence * slope,
+            offset + slope * unconstrained_prior(counts, f1, f0, smoothed),
+            (threshold,) if thresholds is None else thresholds,
+        )
     else:
         prior_p, fit = None, MixtureFitTest(None, max(reference.n_groups - 2, 0), None)
-    verdict, reason = _verdict(settings, fit, prior_p, abs(prior - ref_prior), enough)
+        spec = SpecificationTest(None, 0, None)
+    verdict, reason = _verdict(settings, fit, spec, prior_p, abs(prior - ref_prior), enough)
     return PriorEstimate(
         n=n,
         value=prior,
-        lower=lower,
-        upper=upper,
+        lower=_clip(offset + slope * lower),
+        upper=_clip(offset + slope * upper),
         level=level,
         bbse=_adjusted_count(reference, u, threshold),
         reference_prior=ref_prior,
         p_value=prior_p,
         fit=fit,
+        specification=spec,
         status=DriftStatus.OK if enough else DriftStatus.INSUFFICIENT_DATA,
         verdict=verdict,
         unreliable_reason=reason,
@@ -260,7 +299,12 @@ def estimate_window(
     (0.03, 'prior', True)
     """
     prior = estimate_prior(
-        reference, unlabelled, threshold=thresholds[0], settings=settings, level=level
+        reference,
+        unlabelled,
+        threshold=thresholds[0],
+        settings=settings,
+        level=level,
+        thresholds=thresholds,
     )
     metrics = estimated_metrics(
         reference, prior.value, prior.n, thresholds, pi0=pi0, cost_ratio=cost_ratio
@@ -271,13 +315,15 @@ def estimate_window(
 def _verdict(
     settings: DriftSettings,
     fit: MixtureFitTest,
+    spec: SpecificationTest,
     prior_p: float | None,
     prior_change: float,
     enough: bool,
 ) -> tuple[DriftVerdict, str | None]:
     if not enough:
         return DriftVerdict.NONE, DriftStatus.INSUFFICIENT_DATA.value
-    if fit.p_value is not None and fit.p_value < settings.alpha:
+    half = settings.alpha / 2.0
+    if any(p is not None and p < half for p in (fit.p_value, spec.p_value)):
         return DriftVerdict.LIKELIHOOD, LIKELIHOOD_SHIFT
     reason = TOO_FEW_GROUPS if fit.p_value is None else None
     if (
@@ -287,6 +333,10 @@ def _verdict(
     ):
         return DriftVerdict.PRIOR, reason
     return DriftVerdict.NONE, reason
+
+
+def _clip(prior: float) -> float:
+    return min(max(prior, 0.0), 1.0)
 
 
 def _adjusted_count(reference: MixtureReference, u: FloatArray, threshold: float) -> float | None:

@@ -7,8 +7,9 @@ log-likelihood of the prior is
     L(pi) = sum_g u_g log(pi f1_g + (1 - pi) f0_g),
 
 concave on [0, 1]. Its maximiser is the root of the decreasing derivative
-L'(pi) = sum_g u_g (f1_g - f0_g) / (pi f1_g + (1 - pi) f0_g), found to machine
-precision by Brent's bracketing method (0 or 1 when L' does not change sign).
+L'(pi) = sum_g u_g (f1_g - f0_g) / (pi f1_g + (1 - pi) f0_g), found by
+Brent's bracketing method to :data:`PRIOR_XTOL` (0 or 1 when L' does not
+change sign).
 It is the fixed point of the EM algorithm of Saerens, Latinne and
 Decaestecker (2002), without iterating EM to a tolerance.
 """
@@ -22,7 +23,14 @@ from scipy import optimize, stats
 
 from app.drift.histograms import FloatArray
 
-_XTOL = float(np.finfo(np.float64).tiny)  # stop on the relative tolerance: machine precision
+PRIOR_XTOL = 1e-12
+"""Absolute tolerance of the prior's root (with scipy's default relative one).
+
+Far below any prior's standard error (about 1e-8 for a window of 10^12 rows
+at a prior of 1e-4). The smallest float as tolerance asked Brent for more
+than the doubles near a root of 1e-4 can give: it failed to converge in 100
+iterations in 12 of 80,000 windows at prior 0.001; at 1e-12 it takes about 6.
+"""
 
 
 def mixture_log_likelihood(
@@ -70,8 +78,28 @@ def ml_prior(counts: FloatArray, f_positive: FloatArray, f_negative: FloatArray)
         return 0.0
     if _slope(1.0, counts, diff, f_negative) >= 0.0:
         return 1.0
-    root = optimize.brentq(_slope, 0.0, 1.0, args=(counts, diff, f_negative), xtol=_XTOL)
+    root = optimize.brentq(_slope, 0.0, 1.0, args=(counts, diff, f_negative), xtol=PRIOR_XTOL)
     return float(root)
+
+
+def unconstrained_prior(
+    counts: FloatArray, f_positive: FloatArray, f_negative: FloatArray, prior: float
+) -> float:
+    """One Newton step of L from ``prior``: L's maximum without the bounds [0, 1], to first order.
+
+    ``prior`` itself when it is the root of L' inside (0, 1); beyond 0 or 1
+    when the maximum :func:`ml_prior` is at a bound. Its sampling law is
+    close to normal at any prior, which the bounded maximum's is not near 0.
+
+    Examples
+    --------
+    >>> f1, f0 = np.array([0.2, 0.8]), np.array([0.8, 0.2])
+    >>> round(unconstrained_prior(np.array([9.0, 1.0]), f1, f0, 0.0), 6)
+    -0.266667
+    """
+    diff = f_positive - f_negative
+    ratio = diff / (f_negative + prior * diff)
+    return prior + float(np.dot(counts, ratio)) / float(np.dot(counts, ratio * ratio))
 
 
 def profile_interval(

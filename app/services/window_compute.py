@@ -67,7 +67,7 @@ from app.metrics.uncertainty import (
     rate_interval,
 )
 from app.services.model_config import ModelConfig
-from app.services.window_estimate import estimate_document
+from app.services.window_estimate import guarded_estimate_document
 from app.services.window_sums import Counts, WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict
 
@@ -104,7 +104,8 @@ class WindowResult:
         non-primary thresholds).
     reasons : dict of str to str
         For every metric that is None: ``"insufficient_data"`` or why its
-        formula is undefined.
+        formula is undefined; under ``"estimate"``, why the label-free
+        estimate is None when computing it failed.
     intervals : dict of str to dict
         ``{"lower", "upper", "level"}`` credible intervals of the
         prior-invariant metrics (calibrated_*, recall, specificity,
@@ -185,18 +186,33 @@ def compute_window_result(
             "status": DriftStatus.INSUFFICIENT_DATA,
             "detail": "the window has no labelled rows",
         }
-        estimate = estimate_document(model, window.unlabelled, ref_hists, None)
-        return WindowResult({}, {}, {}, no_labels, None, estimate, detail)
+        reasons: dict[str, str] = {}
+        estimate = _estimate(model, window, ref_hists, None, reasons)
+        return WindowResult({}, reasons, {}, no_labels, None, estimate, detail)
     curve = _curve(model, window)
     metrics = _metrics(model, window, curve)
     reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
     drift = _drift(model, window, reference, in_reference_period)
-    estimate = estimate_document(model, window.unlabelled, ref_hists, metrics)
+    estimate = _estimate(model, window, ref_hists, metrics, reasons)
     summary = WindowResult(metrics, reasons, {}, drift, None, estimate, detail=False)
     if not detail:
         return summary
     curves, intervals = _detail(model, window, curve, metrics, rng)
     return replace(summary, intervals=intervals, curves=curves, detail=True)
+
+
+def _estimate(
+    model: ModelConfig,
+    window: WindowSums,
+    ref_hists: tuple[Counts, Counts] | None,
+    labelled: Mapping[str, float | None] | None,
+    reasons: dict[str, str],
+) -> dict[str, Any] | None:
+    """The label-free estimate; if it failed, None and its reason in ``reasons["estimate"]``."""
+    estimate, failed = guarded_estimate_document(model, window.unlabelled, ref_hists, labelled)
+    if failed is not None:
+        reasons["estimate"] = failed
+    return estimate
 
 
 DETAIL_STREAM = 1
@@ -369,6 +385,19 @@ BOOTSTRAP_RESAMPLES = 400
 """Bootstrap resamples per window."""
 MIN_AREA_CLASS_COUNT = 100
 """Fewest examples of each class for a curve-area interval (docs/intervals.md)."""
+MIN_OPS_AUC_PR_POSITIVES_X_PRIOR = 6.0
+"""Fewest positives times the window's prior (P^2 / n) for an ``ops_auc_pr`` interval.
+
+At tiny priors the window's AUC-PR is biased upward by its few top-ranked
+positives (+40% at 100 positives and prior 0.001 with AUC 0.76) and the
+bootstrap does not remove it; measured coverage (bench/bench_coverage.py)
+reaches 0.93 from P x prior = 6 on (6,000 positives at prior 0.001, 1,000 at
+0.005), and was 0.88-0.91 below it (docs/intervals.md)."""
+TINY_PRIOR_AUC_PR = (
+    f"fewer than {MIN_OPS_AUC_PR_POSITIVES_X_PRIOR:g} / prior positives: AUC-PR is biased "
+    "upward at tiny priors (docs/intervals.md)"
+)
+"""Reason of a null ``ops_auc_pr`` interval under :data:`MIN_OPS_AUC_PR_POSITIVES_X_PRIOR`."""
 
 
 def _closed_form_intervals(
@@ -439,6 +468,8 @@ def _area_intervals(
     for area in ("auc_pr", "auc_roc", "auc_lift"):
         if metrics.get(f"ops_{area}") is not None and metrics.get(area) is not None:
             out[f"ops_{area}"] = _interval_doc(*ops_interval(area, shifted(area, raw[area]), prior))
+    if "ops_auc_pr" in out and window.positives**2 / window.n < MIN_OPS_AUC_PR_POSITIVES_X_PRIOR:
+        out["ops_auc_pr"] = _interval_doc(math.nan, math.nan, TINY_PRIOR_AUC_PR)
     return out
 
 

@@ -6,10 +6,15 @@ segment): the estimated prior with its interval and adjusted count, every
 metric at it, the fit test and verdict from :mod:`app.estimation`, and, once
 the window also holds labelled rows, ``error``: estimated minus labelled, per
 metric, the estimate's track record.
+
+:func:`guarded_estimate_document` is what the window computation calls: an
+estimate that fails (a numerical corner case, a bug) leaves the estimate null
+with a reason and never fails the window's labelled result.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +27,34 @@ from app.estimation import MixtureReference, estimate_window
 from app.services.model_config import ModelConfig
 
 Counts = npt.NDArray[np.int64]
+
+log = logging.getLogger("priorwatch.estimate")
+
+ESTIMATE_FAILED = "the label-free estimate failed"
+"""Start of the window's ``reasons["estimate"]`` when computing the estimate raised."""
+
+
+def guarded_estimate_document(
+    model: ModelConfig,
+    unlabelled: Counts | None,
+    reference: tuple[Counts, Counts] | None,
+    labelled: Mapping[str, float | None] | None,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """:func:`estimate_document`, or None with a reason if it raises.
+
+    Returns
+    -------
+    estimate : dict or None
+        As :func:`estimate_document`; None when it raised.
+    reason : str or None
+        ``"the label-free estimate failed (<exception>)"`` when it raised
+        (logged with its traceback), else None.
+    """
+    try:
+        return estimate_document(model, unlabelled, reference, labelled), None
+    except Exception as exc:  # any failure of the estimate must leave the labelled result
+        log.exception("label-free estimate of a window of model %s failed", model.id)
+        return None, f"{ESTIMATE_FAILED} ({type(exc).__name__}: {str(exc)[:200]})"
 
 
 def estimate_document(

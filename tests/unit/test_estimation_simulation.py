@@ -55,7 +55,7 @@ def test_fit_test_level_and_interval_coverage_under_a_pure_prior_shift(
     reference_n: int, window_n: int, reference_prior: float, window_prior: float
 ) -> None:
     rng = np.random.default_rng(reference_n + window_n)
-    rejected = covered = prior_flags = 0
+    rejected = misspecified = flagged = covered = prior_flags = 0
     for _ in range(TRIALS):
         ref = MixtureReference.from_histograms(
             STABLE.window(rng, n=reference_n, prior=reference_prior)
@@ -63,17 +63,21 @@ def test_fit_test_level_and_interval_coverage_under_a_pure_prior_shift(
         w = STABLE.window(rng, n=window_n, prior=window_prior)
         est = estimate_prior(ref, w.positives + w.negatives, threshold=0.5, settings=SETTINGS)
         assert est.fit.p_value is not None and est.p_value is not None
+        assert est.specification.p_value is not None
         rejected += est.fit.p_value < ALPHA
+        misspecified += est.specification.p_value < ALPHA
+        flagged += est.verdict == "likelihood"
         covered += est.lower <= window_prior <= est.upper
         prior_flags += est.verdict == "prior"
-    assert _at_most_alpha(rejected), rejected
-    assert rejected >= stats.binom.ppf(0.001, TRIALS, ALPHA), rejected  # not vacuous either
+    for count in (rejected, misspecified):  # each test at its level, not vacuous either
+        assert _at_most_alpha(count) and count >= stats.binom.ppf(0.001, TRIALS, ALPHA), count
+    assert _at_most_alpha(flagged), flagged  # both at alpha / 2: the verdict's level
     low, high = stats.binom.interval(0.999, TRIALS, 0.95)
     assert low <= covered <= high, covered
     if window_prior == reference_prior:
         assert _at_most_alpha(prior_flags), prior_flags
     else:
-        assert prior_flags == TRIALS - rejected
+        assert prior_flags == TRIALS - flagged
 
 
 def test_coverage_at_another_level() -> None:

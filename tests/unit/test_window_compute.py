@@ -29,6 +29,8 @@ from app.services.sla_objectives import has_interval
 from app.services.window_compute import (
     INSUFFICIENT,
     MAX_CURVE_POINTS,
+    MIN_OPS_AUC_PR_POSITIVES_X_PRIOR,
+    TINY_PRIOR_AUC_PR,
     compute_window_result,
     downsample_indices,
 )
@@ -425,6 +427,26 @@ def test_calibrated_auc_pr_and_ks_intervals_are_the_librarys() -> None:
         }
         ks = ks_interval(pos, neg)
         assert (result.intervals["ks"]["lower"], result.intervals["ks"]["upper"]) == ks[:2]
+
+
+def test_ops_auc_pr_has_no_interval_at_a_tiny_prior() -> None:
+    """Fewer than 6 / prior positives (P^2 / n < 6): null with the reason; from 6 on: stored."""
+    model = make_model()
+    rng = np.random.default_rng(23)
+    scores, labels = sample(rng, 40_000, 0.003)  # about 120 positives: P^2 / n ~ 0.36
+    tiny = compute_window_result(model, sums_of(scores, labels, model), None).intervals
+    assert labels.sum() ** 2 / labels.size < MIN_OPS_AUC_PR_POSITIVES_X_PRIOR
+    assert tiny["ops_auc_pr"] == {
+        "lower": None,
+        "upper": None,
+        "level": 0.95,
+        "reason": TINY_PRIOR_AUC_PR,
+    }
+    assert tiny["ops_auc_roc"]["lower"] is not None  # the other areas keep theirs
+    scores, labels = sample(rng, 2_000, 0.08)  # about 160 positives: P^2 / n ~ 13
+    assert labels.sum() ** 2 / labels.size >= MIN_OPS_AUC_PR_POSITIVES_X_PRIOR
+    enough = compute_window_result(model, sums_of(scores, labels, model), None).intervals
+    assert enough["ops_auc_pr"]["lower"] is not None and "reason" not in enough["ops_auc_pr"]
 
 
 def test_a_window_without_positives_has_specificity_and_fpr_intervals() -> None:

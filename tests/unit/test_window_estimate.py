@@ -11,6 +11,7 @@ from app.estimation import MixtureReference, estimate_window
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
+from app.services import window_estimate
 from app.services.model_config import ModelConfig
 from app.services.window_compute import compute_window_result
 from app.services.window_estimate import estimate_document, estimate_error
@@ -121,3 +122,35 @@ def test_unlabelled_rows_merge_and_enter_the_digest() -> None:
     assert sums_seed(b + a) != sums_seed(b)  # a new unlabelled row changes the result's seed
     with pytest.raises(ValueError, match="no examples"):
         compute_window_result(MODEL, WindowSums(0, 0, None, None, a.confusion, None), None)
+
+
+def test_a_failing_estimate_leaves_the_labelled_result_with_a_reason(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    rng = np.random.default_rng(5)
+    ref_h = STREAM.window(rng, n=50_000, prior=0.1)
+    window_h = STREAM.window(rng, n=5_000, prior=0.05)
+    both = _labelled(window_h) + _unlabelled(window_h)
+    healthy = compute_window_result(MODEL, both, _labelled(ref_h), rng=np.random.default_rng(0))
+    assert healthy.estimate is not None and "estimate" not in healthy.reasons
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("Failed to converge after 100 iterations.")
+
+    monkeypatch.setattr(window_estimate, "estimate_window", broken)
+    result = compute_window_result(MODEL, both, _labelled(ref_h), rng=np.random.default_rng(0))
+    assert result.estimate is None
+    assert result.reasons == {
+        **healthy.reasons,
+        "estimate": "the label-free estimate failed "
+        "(RuntimeError: Failed to converge after 100 iterations.)",
+    }
+    assert (result.metrics, result.intervals, result.drift, result.curves) == (
+        healthy.metrics,
+        healthy.intervals,
+        healthy.drift,
+        healthy.curves,
+    )
+    assert "label-free estimate" in caplog.text
+    unlabelled_only = compute_window_result(MODEL, _unlabelled(window_h), _labelled(ref_h))
+    assert unlabelled_only.estimate is None and set(unlabelled_only.reasons) == {"estimate"}
