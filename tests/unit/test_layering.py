@@ -331,6 +331,13 @@ def test_the_client_imports_only_its_declared_dependencies() -> None:
     assert len(_client_imports()) > 5 and not offenders, "\n".join(offenders)
 
 
+def test_the_development_install_imports_the_client_from_the_source_tree() -> None:
+    """``make install``'s editable install maps priorwatch_client to clients/python."""
+    import priorwatch_client
+
+    assert Path(priorwatch_client.__file__).parent == CLIENT
+
+
 def test_importing_the_client_loads_nothing_of_the_server() -> None:
     modules = sorted(f"priorwatch_client.{p.stem}" for p in CLIENT.glob("*.py"))
     code = (
