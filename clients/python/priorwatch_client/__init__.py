@@ -1,4 +1,4 @@
-"""Python client of a priorwatch service: numpy, httpx and orjson, nothing of the server.
+"""Python client of a priorwatch service (no FastAPI, no SQLAlchemy: numpy and httpx).
 
 >>> from priorwatch_client import Client
 >>> with Client("http://127.0.0.1:8000", token="pw_...", model="fraud") as pw:  # doctest: +SKIP
