@@ -28,9 +28,9 @@ import numpy as np
 import orjson
 from _common import per_call
 
-from app.client import Client
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.probability import ProbabilitySums
+from priorwatch_client import Client
 
 EDGES = default_bin_edges((0.5,))
 

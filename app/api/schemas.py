@@ -151,7 +151,7 @@ BATCH_EXAMPLES: dict[str, dict[str, Any]] = {
         "value": {"timestamp": "2026-11-26T10:15:00Z", "histogram": {"unlabelled": [4, 6, 1]}},
     },
     "sparse_histogram": {
-        "summary": "the non-empty bins only, with score sums (what app.client sends)",
+        "summary": "the non-empty bins only, with score sums (what priorwatch_client sends)",
         "value": {
             "timestamp": "2026-11-26T10:15:00Z",
             "histogram": {

@@ -1,6 +1,6 @@
 """How ``ingest`` and ``simulate`` send labelled scores: the Python client.
 
-``app.client.Client`` bins the rows into the model's bins, sends compact
+``priorwatch_client.Client`` bins the rows into the model's bins, sends compact
 histogram batches with their own Idempotency-Keys and retries transient
 failures (docs/client.md). The commands bound its retries to
 ``retry_seconds`` (an interactive command should not wait ten minutes for a
@@ -16,7 +16,14 @@ from contextlib import contextmanager
 import httpx
 
 from app.cli.service import EXIT_SERVICE, EXIT_UNREACHABLE, EXIT_USAGE, fail
-from app.client import ApiError, Client, ClientError, DeliveryError, RetriesExhausted, RetryPolicy
+from priorwatch_client import (
+    ApiError,
+    Client,
+    ClientError,
+    DeliveryError,
+    RetriesExhausted,
+    RetryPolicy,
+)
 
 
 def _unreachable(error: BaseException) -> bool:

@@ -23,6 +23,10 @@ per-example values (docs/metrics.md has the figures, bench/bench_evaluate.py
 re-measures them, tests/unit/test_binning.py checks them). The error grows
 with the bin width relative to the spread of the scores: for scores squeezed
 into a band narrower than about one logit unit, use more bins.
+
+The Python client bins with its own copy of :func:`histogram_counts` and its
+checks (priorwatch_client.binning): change both, tests/unit/test_client_parity.py
+holds them equal.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ multiples of the length counted from the Unix epoch (1970-01-01T00:00Z), so
 "1h" windows start on the hour and "1d" windows at midnight UTC; "1w" windows
 start on Mondays at 00:00 UTC (ISO weeks). Every length divides the next
 longer one, so windows nest (5m -> 15m -> 1h -> 6h -> 1d -> 1w).
+
+The Python client keeps its own copy of :func:`window_start` and
+:func:`isoformat_z` (priorwatch_client.windows), held equal by
+tests/unit/test_client_parity.py.
 """
 
 from __future__ import annotations

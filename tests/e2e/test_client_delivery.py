@@ -33,8 +33,8 @@ from _e2e_support import (
 )
 from _fault_proxy import FaultProxy
 
-from app.client import Client, RetryPolicy
 from app.metrics import evaluate
+from priorwatch_client import Client, RetryPolicy
 
 MODEL = "fraud-scorer"
 SEGMENTS = ("eu", "us")

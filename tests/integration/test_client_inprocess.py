@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from _read_support import drain
 from fastapi.testclient import TestClient
 
-from app.client import ApiError, AsyncClient, Client, DeliveryError, RetryPolicy
 from app.db.models import Model, WindowAggregate
 from app.services.windowing import window_start
+from priorwatch_client import ApiError, AsyncClient, Client, DeliveryError, RetryPolicy
 
 WINDOW_FIELDS = (
     "n",

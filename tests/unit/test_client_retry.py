@@ -1,4 +1,4 @@
-"""Retries of the client (app/client/retry.py) with an injected clock, sleep and rng."""
+"""Retries of the client (priorwatch_client/retry.py) with an injected clock, sleep and rng."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from app.client.errors import ApiError, RetriesExhausted
-from app.client.retry import RetryPolicy, retry_after_seconds, send_with_retries
 from app.services.idempotency import RETENTION_HOURS_GUARANTEED
+from priorwatch_client.errors import ApiError, RetriesExhausted
+from priorwatch_client.retry import RetryPolicy, retry_after_seconds, send_with_retries
 
 NOW = datetime(2026, 11, 26, 12, tzinfo=UTC)
 POLICY = RetryPolicy(initial_s=0.5, max_delay_s=8.0, max_elapsed_s=120.0)

@@ -154,6 +154,9 @@ RULES = dockerignore_rules(DOCKERIGNORE.read_text())
         ("pyproject.toml", True),
         ("app/metrics/labeling.py", True),
         ("migrations/versions/x.py", True),
+        ("clients/python/priorwatch_client/client.py", True),
+        ("clients/python/priorwatch_client/py.typed", True),
+        ("clients/python/README.md", False),
         ("app/__pycache__/cli.cpython-311.pyc", False),
         ("app/metrics/x.pyc", False),
         ("tests/unit/test_x.py", False),
@@ -178,18 +181,23 @@ def _source_files() -> list[str]:
 
 def test_context_holds_every_file_pip_install_needs() -> None:
     needed = ["pyproject.toml", PYPROJECT["project"]["readme"]]
-    package_patterns = PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
-    package_roots = {pattern.rstrip("*") for pattern in package_patterns}
+    find = PYPROJECT["tool"]["setuptools"]["packages"]["find"]
+    package_roots = {
+        str(Path(where) / pattern.rstrip("*"))
+        for where in find["where"]
+        for pattern in find["include"]
+    }  # e.g. app, clients/python/priorwatch_client
     data_suffixes = {
         pattern.lstrip("*")
         for patterns in PYPROJECT["tool"]["setuptools"]["package-data"].values()
         for pattern in patterns
     }
     for path in _source_files():
-        top = path.split("/")[0]
-        if top in package_roots and (path.endswith(".py") or path.endswith(tuple(data_suffixes))):
+        in_package = any(path.startswith(root + "/") for root in package_roots)
+        if in_package and (path.endswith(".py") or path.endswith(tuple(data_suffixes))):
             needed.append(path)
     assert any(p.startswith("migrations/versions/") for p in needed)
+    assert "clients/python/priorwatch_client/client.py" in needed
     missing = [p for p in needed if not in_context(p, RULES)]
     assert not missing
 

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -29,6 +31,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "app"
+CLIENT = REPO / "clients" / "python" / "priorwatch_client"
+"""The client's package: its own distribution (clients/python), no ``app`` at all."""
 
 LAYERS: dict[str, str] = {
     "app.metrics": "pure",
@@ -39,7 +43,6 @@ LAYERS: dict[str, str] = {
     "app.worker": "worker",
     "app.exporter": "exporter",
     "app.api": "web",
-    "app.client": "client",
     "app.cli": "entry",
 }
 """Every package of app/ and its layer (see CONTRIBUTING.md, "Layers")."""
@@ -94,7 +97,6 @@ RULES: tuple[Rule, ...] = (
     Rule("app.db", ("app.services", "app.worker", "app.exporter", *WEB)),
     Rule("app.worker", (*WEB, "app.exporter")),
     Rule("app.exporter", METRICS_COMPUTATION),
-    Rule("app.client", (*STORAGE, *WEB, *EXPORTER, "app.worker", "app.config", "app.cli")),
 )
 """The layering rules. To add a pure package (e.g. app.estimation), add it to
 LAYERS and add ``Rule("app.estimation", (*STORAGE, *WEB, *EXPORTER, *DOMAIN),
@@ -296,3 +298,58 @@ def test_the_metrics_package_is_lazy_and_keeps_its_entry_point() -> None:
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["True", "True", "1.0"]
+
+
+# --- the client package (clients/python/priorwatch_client) ----------------------------
+
+
+def _client_imports() -> dict[str, set[str]]:
+    """Top-level names imported anywhere in each client module (functions and
+    ``if TYPE_CHECKING:`` included: the distribution has nothing else to offer)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(CLIENT.glob("*.py")):
+        names = found.setdefault(path.name, set())
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{path.name}: relative import"
+                names.add((node.module or "").split(".")[0])
+    return found
+
+
+def test_the_client_imports_only_its_declared_dependencies() -> None:
+    declared = tomllib.loads((CLIENT.parent / "pyproject.toml").read_text())["project"]
+    allowed = {re.split(r"[<>=!~ \[]", d)[0] for d in declared["dependencies"]}
+    assert allowed == {"numpy", "httpx", "orjson"}
+    offenders = [
+        f"{module} imports {name}"
+        for module, names in _client_imports().items()
+        for name in sorted(names)
+        if name not in sys.stdlib_module_names and name not in {*allowed, "priorwatch_client"}
+    ]
+    assert len(_client_imports()) > 5 and not offenders, "\n".join(offenders)
+
+
+def test_the_development_install_imports_the_client_from_the_source_tree() -> None:
+    """``make install``'s editable install maps priorwatch_client to clients/python."""
+    import priorwatch_client
+
+    assert Path(priorwatch_client.__file__).parent == CLIENT
+
+
+def test_importing_the_client_loads_nothing_of_the_server() -> None:
+    modules = sorted(f"priorwatch_client.{p.stem}" for p in CLIENT.glob("*.py"))
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    loaded = set(json.loads(out.stdout))
+    assert "priorwatch_client.client" in loaded
+    server = ("app", "migrations", "scipy", "pydantic", *STORAGE, *WEB, *EXPORTER)
+    assert not sorted(m for m in loaded if _in(m, server))

@@ -57,7 +57,7 @@ class Window:
 
     ``metrics`` maps a metric name to its value (None: undefined, ``reasons``
     says why); ``status`` is ``fresh`` or ``pending``; ``curves`` is set only
-    by :meth:`app.client.Client.window`. ``detail`` stamps the curves and the
+    by :meth:`priorwatch_client.Client.window`. ``detail`` stamps the curves and the
     intervals (``aggregate_version``, ``computed_at``, ``current``; None while
     the window has none, docs/reading.md).
     """

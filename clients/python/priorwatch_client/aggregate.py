@@ -1,7 +1,7 @@
 """Client-side aggregation: rows -> per-(window, segment) histograms and score sums.
 
-The client bins scores into the model's own bins with the service's binning
-(:func:`app.metrics.binning.histogram_counts`) and sums the per-example
+The client bins scores into the model's own bins as the service does
+(:func:`priorwatch_client.binning.histogram_counts`) and sums the per-example
 terms with :meth:`ProbabilitySums.from_predictions`, then adds them up per
 window and segment exactly as the service adds batches (integer counts; sums
 added in arrival order). A bucket becomes one histogram batch in the sparse
@@ -21,10 +21,9 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 
-from app.metrics._validation import check_scores_labels
-from app.metrics.binning import check_bin_edges, histogram_counts
-from app.metrics.probability import ProbabilitySums
-from app.services.windowing import isoformat_z, window_start
+from priorwatch_client.binning import check_bin_edges, check_scores_labels, histogram_counts
+from priorwatch_client.sums import ProbabilitySums
+from priorwatch_client.windows import isoformat_z, window_start
 
 Counts = npt.NDArray[np.int64]
 Edges = npt.NDArray[np.float64]

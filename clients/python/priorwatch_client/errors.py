@@ -1,4 +1,4 @@
-"""Exceptions of the client: a refused request, a delivery given up, a full buffer."""
+"""Exceptions of the client: bad rows, a refused request, a delivery given up, a full buffer."""
 
 from __future__ import annotations
 
@@ -8,7 +8,20 @@ from typing import Any
 
 
 class ClientError(Exception):
-    """Base class of every error the client raises."""
+    """Base class of the client's errors about the service and delivery."""
+
+
+class InvalidInput(ValueError):
+    """Rows (or bin edges) the service would refuse, refused by ``log`` before sending.
+
+    ``field`` names what is wrong (``scores``, ``labels``) and ``reason`` why,
+    in the words of the service's problem+json ``errors``.
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
 
 
 class ApiError(ClientError):

@@ -1,6 +1,6 @@
 """Use the client from asyncio code: every call runs in a worker thread.
 
-:class:`AsyncClient` wraps a :class:`~app.client.client.Client` and awaits
+:class:`AsyncClient` wraps a :class:`~priorwatch_client.client.Client` and awaits
 each of its methods through :func:`asyncio.to_thread`, so binning (numpy),
 back-pressure waits, flushes and reads never block the event loop. The
 wrapped client keeps its own background sender thread; nothing of it is tied
@@ -15,8 +15,8 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
-from app.client.client import Client
-from app.client.types import ModelInfo, SlaReport, Window
+from priorwatch_client.client import Client
+from priorwatch_client.types import ModelInfo, SlaReport, Window
 
 
 class AsyncClient:

@@ -1,14 +1,14 @@
 """The synchronous client: log predictions, flush them reliably, read results.
 
 Logging is local and fast: rows are binned into the model's bins and summed
-per (window, segment) in memory (:mod:`app.client.aggregate`). A background
+per (window, segment) in memory (:mod:`priorwatch_client.aggregate`). A background
 thread sends the sums as compact histogram batches, by size (``flush_rows``
 rows logged) and by time (every ``flush_interval_s``), each batch with its own
-Idempotency-Key reused on every retry (:mod:`app.client.retry`). The buffer is
+Idempotency-Key reused on every retry (:mod:`priorwatch_client.retry`). The buffer is
 bounded: rows logged but not yet acknowledged never exceed
 ``max_buffer_rows`` and the histograms held never exceed ``max_buffer_bytes``;
 when full, ``log`` waits for room (at most ``block_timeout_s``, then
-:class:`~app.client.errors.BufferFull`). See docs/client.md.
+:class:`~priorwatch_client.errors.BufferFull`). See docs/client.md.
 """
 
 from __future__ import annotations
@@ -27,12 +27,18 @@ from urllib.parse import quote
 import httpx
 import orjson
 
-from app.client.aggregate import Binner, Bucket, BucketKey, Counts, event_time
-from app.client.errors import ApiError, BufferFull, ClientError, DeliveryError, UndeliveredBatch
-from app.client.retry import RetryPolicy, send_with_retries
-from app.client.types import ModelInfo, SlaReport, Window
-from app.metrics.probability import ProbabilitySums
-from app.services.windowing import isoformat_z
+from priorwatch_client.aggregate import Binner, Bucket, BucketKey, Counts, event_time
+from priorwatch_client.errors import (
+    ApiError,
+    BufferFull,
+    ClientError,
+    DeliveryError,
+    UndeliveredBatch,
+)
+from priorwatch_client.retry import RetryPolicy, send_with_retries
+from priorwatch_client.sums import ProbabilitySums
+from priorwatch_client.types import ModelInfo, SlaReport, Window
+from priorwatch_client.windows import isoformat_z
 
 log = logging.getLogger("priorwatch.client")
 
@@ -188,7 +194,7 @@ class Client:
 
         ``timestamp`` (a datetime, naive = UTC, or epoch seconds; default now)
         picks the window of every row of the call. Raises ``ValueError``
-        (:class:`~app.metrics._validation.InvalidInput`, naming the field)
+        (:class:`~priorwatch_client.errors.InvalidInput`, naming the field)
         on invalid rows, :class:`BufferFull` when no room came within
         ``block_timeout_s``.
         """

@@ -4,13 +4,13 @@ A request is retried on what may succeed later: connection errors and
 timeouts (``httpx.TransportError``), 5xx, 408, 409 (the same Idempotency-Key
 is still being processed), 425 and 429. ``Retry-After`` (seconds or an HTTP
 date) is honoured as a minimum wait. Any other 4xx is permanent
-(:class:`~app.client.errors.ApiError`, carrying the problem+json).
+(:class:`~priorwatch_client.errors.ApiError`, carrying the problem+json).
 
 Delay before retry k (k = 0, 1, ...): uniform in
 [0, min(max_delay_s, initial_s * 2**k)] ("full jitter"), raised to
 Retry-After when the service sent one. Retries stop once the next attempt
 would start later than ``max_elapsed_s`` after the first
-(:class:`~app.client.errors.RetriesExhausted`). The default, 10 minutes, ends
+(:class:`~priorwatch_client.errors.RetriesExhausted`). The default, 10 minutes, ends
 far inside the service's idempotency-key retention (at least 24 hours), so a
 retry of a batch whose first answer was lost is always recognised as a replay.
 """
@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 import httpx
 import orjson
 
-from app.client.errors import ApiError, RetriesExhausted
+from priorwatch_client.errors import ApiError, RetriesExhausted
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 """4xx answers worth retrying (besides every 5xx)."""
