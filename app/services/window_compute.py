@@ -66,7 +66,7 @@ from app.metrics.uncertainty import (
     rate_interval,
 )
 from app.services.model_config import ModelConfig
-from app.services.window_estimate import estimate_document
+from app.services.window_estimate import ERROR_REASON_KEY, error_withheld, estimate_document
 from app.services.window_sums import Counts, WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict
 
@@ -103,7 +103,9 @@ class WindowResult:
         non-primary thresholds).
     reasons : dict of str to str
         For every metric that is None: ``"insufficient_data"`` or why its
-        formula is undefined.
+        formula is undefined; and under ``"estimate.error"``
+        (:data:`~app.services.window_estimate.ERROR_REASON_KEY`) why the
+        estimate's ``error`` is null although the window holds labelled rows.
     intervals : dict of str to dict
         ``{"lower", "upper", "level"}`` credible intervals of the
         prior-invariant metrics (calibrated_*, recall, specificity,
@@ -190,7 +192,10 @@ def compute_window_result(
     metrics = _metrics(model, window, curve)
     reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
     drift = _drift(model, window, reference, in_reference_period)
-    estimate = estimate_document(model, window.unlabelled, ref_hists, metrics)
+    withheld = error_withheld(window.n, window.n_unlabelled)
+    estimate = estimate_document(model, window.unlabelled, ref_hists, None if withheld else metrics)
+    if estimate is not None and withheld is not None:
+        reasons[ERROR_REASON_KEY] = withheld
     summary = WindowResult(metrics, reasons, {}, drift, None, estimate, detail=False)
     if not detail:
         return summary

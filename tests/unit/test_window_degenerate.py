@@ -32,6 +32,7 @@ from app.metrics.labeling import LABELING_METRICS
 from app.metrics.probability import LOG_LOSS_EPS, ProbabilitySums
 from app.services.model_config import ModelConfig
 from app.services.window_compute import WindowResult, compute_window_result
+from app.services.window_estimate import ERROR_REASON_KEY
 from app.services.window_sums import WindowSums
 
 THRESHOLDS = (0.5, 0.3)
@@ -244,6 +245,9 @@ def check_result(result: WindowResult, window: WindowSums) -> None:
     if result.estimate is not None:
         prior = result.estimate["prior"]["value"]
         assert prior is None or 0.0 <= prior <= 1.0
+        withheld = ERROR_REASON_KEY in result.reasons
+        assert withheld == (window.n > window.n_unlabelled)
+        assert (result.estimate["error"] is None) == (withheld or window.n == 0)
 
 
 def check_every_path(window: WindowSums, merged: WindowSums, reference: WindowSums | None) -> None:
