@@ -127,7 +127,7 @@ def window_of(
 @st.composite
 def class_histograms(draw: st.DrawFn) -> tuple[Counts, Counts, str]:
     """Per-class histograms of a degenerate window, and where its scores sit."""
-    mix = draw(st.sampled_from(["positives", "negatives", "both", "one_of_a_class"]))
+    mix = draw(st.sampled_from(["positives", "negatives", "both"]))
     placement = draw(st.sampled_from(["one_bin", "score0", "score1", "spread"]))
     if placement == "one_bin":
         bins = [draw(st.integers(0, N_BINS - 1))]
@@ -143,11 +143,8 @@ def class_histograms(draw: st.DrawFn) -> tuple[Counts, Counts, str]:
         cells = cells[:1] if len(present) == 1 else [cells[0], cells[-1]]
     for c, b in cells:
         hists[c][b] += draw(st.integers(1, 3)) if scale == "small" else 1
-    if scale == "ceiling":  # the rest of the 2^53 ceiling (minus a little) on one cell
-        c, b = cells[draw(st.integers(0, len(cells) - 1))]
-        if mix == "one_of_a_class":
-            c = draw(st.sampled_from(present))
-            b = bins[0]
+    if scale == "ceiling":  # the rest of the 2^53 ceiling (minus a little) on one cell:
+        c, b = cells[draw(st.integers(0, len(cells) - 1))]  # (the other class keeps 1 to 4)
         hists[c][b] += CEILING - draw(st.integers(0, 2)) - int(hists[0].sum() + hists[1].sum())
     return hists[0], hists[1], placement
 
