@@ -19,11 +19,12 @@ windows, about 0.017 instead of 0.01).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from app.drift.settings import MIN_EXPECTED_COUNT, DriftSettings
 from app.metrics.undefined import to_optional
@@ -129,8 +130,43 @@ def two_proportion_test(
     if min(n_r, n_w) * min(pos, neg) / total >= MIN_EXPECTED_COUNT:
         statistic = total * (a * d - b * c) ** 2 / (n_r * n_w * pos * neg)
         return "chi2", statistic, float(special.chdtrc(1, statistic))  # chi-square upper tail
-    table = np.array([[a, b], [c, d]], dtype=np.int64)
-    return "fisher", None, float(stats.fisher_exact(table).pvalue)
+    return "fisher", None, fisher_exact_p_value(a, b, c, d)
+
+
+FISHER_TAIL_TERMS = 1_000
+"""Terms of the hypergeometric law summed on each side of its mode, besides 40
+standard deviations: the terms further out are below float64 resolution."""
+
+
+def fisher_exact_p_value(a: float, b: float, c: float, d: float) -> float:
+    """Two-sided p-value of Fisher's exact test of the 2x2 table [[a, b], [c, d]].
+
+    The total probability (hypergeometric, margins fixed) of the tables no
+    more probable than the observed one, as ``scipy.stats.fisher_exact``
+    computes it, in a time that does not grow with the counts (scipy's does:
+    90 s at 10^12 examples, and a window may hold 2^53). The table is turned
+    so that ``a`` is its cell of smallest expected count; the probabilities of
+    the values of ``a`` within :data:`FISHER_TAIL_TERMS` plus 40 standard
+    deviations of the mode follow from the ratio of neighbours, and every
+    value further out counts as probability 0.
+
+    >>> round(fisher_exact_p_value(3, 1, 1, 3), 4)
+    0.4857
+    """
+    expected = ((a + b) * (a + c), (a + b) * (b + d), (c + d) * (a + c), (c + d) * (b + d))
+    turned = ((a, b, c, d), (b, a, d, c), (c, d, a, b), (d, c, b, a))[int(np.argmin(expected))]
+    observed, b, c, d = turned
+    rows, cols, n = observed + b, observed + c, observed + b + c + d
+    mode = math.floor((rows + 1) * (cols + 1) / (n + 2))
+    span = FISHER_TAIL_TERMS + math.ceil(40.0 * math.sqrt(rows * cols / n))
+    low, high = max(0, mode - span), min(rows, cols, mode + span)
+    k = np.arange(low, high, dtype=np.float64)
+    log_ratio = np.log((rows - k) * (cols - k)) - np.log((k + 1) * (n - rows - cols + k + 1))
+    log_pmf = np.concatenate(([0.0], np.cumsum(log_ratio)))
+    pmf = np.exp(log_pmf - log_pmf.max())
+    at = pmf[int(observed - low)] if low <= observed <= high else 0.0
+    tie = 1.0 + 1e-7  # scipy's relative tolerance for tables as probable as the observed
+    return min(1.0, float(pmf[pmf <= at * tie].sum() / pmf.sum()))
 
 
 def prior_shift_test(

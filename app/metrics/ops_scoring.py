@@ -96,11 +96,17 @@ def _sigmoid(s: float) -> float:
     return 1.0 / (1.0 + math.exp(-s))
 
 
-def _to_scale(area: str, values: Any, prior: float) -> Any:
-    """Per-curve values on the scale they are interpolated on (increasing in the value)."""
+def _neg_log_sigmoid(s: float) -> float:
+    """-ln(sigmoid(s)), exact where sigmoid(s) rounds to 1 (s above about 36.7)."""
+    return math.log1p(math.exp(-s)) if s > 0 else -s + math.log1p(math.exp(s))
+
+
+def _to_scale(area: str, values: Any, neg_log_prior: float) -> Any:
+    """Per-curve values on the scale they are interpolated on (increasing in the value);
+    ``neg_log_prior`` is -ln(pi), the lift area of a perfect ranking minus 1."""
     if area == "auc_pr":
         return _logit(np.clip(values, 1e-300, 1.0 - 1e-16))
-    return (values - 1.0) / -math.log(prior)  # lift area: 0 random, 1 perfect ranking
+    return (values - 1.0) / neg_log_prior  # lift area: 0 random, 1 perfect ranking
 
 
 def _cubic_weights(x: float) -> tuple[float, float, float, float]:
@@ -204,8 +210,8 @@ class ScoringReference:
         key = (area, index)
         node = self._nodes.get(key)
         if node is None:
-            prior = _sigmoid(index * LOGIT_STEP)
-            node = _to_scale(area, self.exact_values(area, prior), prior)
+            s = index * LOGIT_STEP
+            node = _to_scale(area, self.exact_values(area, _sigmoid(s)), _neg_log_sigmoid(s))
             with self._lock:
                 self._nodes.setdefault(key, node)
         return node
@@ -254,7 +260,7 @@ class ScoringReference:
             return 1.0
         if area == "auc_pr" and value <= 0.0:
             return 0.0
-        threshold = _to_scale(area, np.float64(value), prior)
+        threshold = _to_scale(area, np.float64(value), -math.log(prior))
         return int(np.count_nonzero(self._scaled(area, prior) < threshold)) / self.n_curves
 
     # --------------------------------------------------------- point metrics
@@ -386,11 +392,14 @@ def oprc_curve(
     ops : ndarray of float64, shape (n_points,)
         ``ops[k]`` = OPS(precision | recall = u_k): the fraction of reference
         curves with a lower precision at that recall; nan where the observed
-        precision is undefined (no positives).
+        precision is undefined (no positives), and everywhere at a prior of 0
+        or 1 (one class only: no reference curve to compare with).
     """
     ref = reference if reference is not None else scoring_reference()
     pi = curve.prior if prior is None else prior
     u = recall_grid(n_points)
+    if not 0.0 < pi < 1.0:
+        return u, np.full(n_points, np.nan)
     observed = np.asarray(precision_at_recall(curve, u, prior), dtype=np.float64)
     ops = np.array(
         [
@@ -419,11 +428,13 @@ def ops_lift_curve(
         The grid x_k = (k - 0.5) / n_points.
     ops : ndarray of float64, shape (n_points,)
         ``ops[k]`` = OPS(lift | fraction = x_k); nan where the observed lift
-        is undefined.
+        is undefined, and everywhere at a prior of 0 or 1.
     """
     ref = reference if reference is not None else scoring_reference()
     pi = curve.prior if prior is None else prior
     x = recall_grid(n_points)
+    if not 0.0 < pi < 1.0:
+        return x, np.full(n_points, np.nan)
     observed = np.asarray(lift_at_fraction(curve, x, prior), dtype=np.float64)
     ops = np.array(
         [

@@ -67,7 +67,11 @@ from app.metrics.uncertainty import (
     rate_interval,
 )
 from app.services.model_config import ModelConfig
-from app.services.window_estimate import guarded_estimate_document
+from app.services.window_estimate import (
+    ERROR_REASON_KEY,
+    error_withheld,
+    guarded_estimate_document,
+)
 from app.services.window_sums import Counts, WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict
 
@@ -105,7 +109,9 @@ class WindowResult:
     reasons : dict of str to str
         For every metric that is None: ``"insufficient_data"`` or why its
         formula is undefined; under ``"estimate"``, why the label-free
-        estimate is None when computing it failed.
+        estimate is None when computing it failed; and under ``"estimate.error"``
+        (:data:`~app.services.window_estimate.ERROR_REASON_KEY`) why the
+        estimate's ``error`` is null although the window holds labelled rows.
     intervals : dict of str to dict
         ``{"lower", "upper", "level"}`` credible intervals of the
         prior-invariant metrics (calibrated_*, recall, specificity,
@@ -193,7 +199,10 @@ def compute_window_result(
     metrics = _metrics(model, window, curve)
     reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
     drift = _drift(model, window, reference, in_reference_period)
-    estimate = _estimate(model, window, ref_hists, metrics, reasons)
+    withheld = error_withheld(window.n, window.n_unlabelled)
+    estimate = _estimate(model, window, ref_hists, None if withheld else metrics, reasons)
+    if estimate is not None and withheld is not None:
+        reasons[ERROR_REASON_KEY] = withheld
     summary = WindowResult(metrics, reasons, {}, drift, None, estimate, detail=False)
     if not detail:
         return summary

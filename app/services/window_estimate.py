@@ -5,7 +5,8 @@ drift reference (the same reference the drift verdict uses, of the same
 segment): the estimated prior with its interval and adjusted count, every
 metric at it, the fit test and verdict from :mod:`app.estimation`, and, once
 the window also holds labelled rows, ``error``: estimated minus labelled, per
-metric, the estimate's track record.
+metric, the estimate's track record (null, with a reason in the window's
+``reasons``, where those labels cannot be the scored rows': :func:`error_withheld`).
 
 :func:`guarded_estimate_document` is what the window computation calls: an
 estimate that fails (a numerical corner case, a bug) leaves the estimate null
@@ -77,7 +78,8 @@ def estimate_document(
         the reference period's windows of the same segment).
     labelled : mapping or None
         The window's labelled metrics (as stored), for ``error``; None when
-        the window has no labelled rows.
+        the window has no labelled rows or its error is withheld
+        (:func:`error_withheld`).
 
     Returns
     -------
@@ -107,6 +109,32 @@ def estimate_document(
     document = estimate.to_document()
     document["error"] = None if labelled is None else estimate_error(estimate.metrics, labelled)
     return document
+
+
+ERROR_REASON_KEY = "estimate.error"
+"""Key of the window's ``reasons`` entry that says why the estimate's ``error`` is null."""
+
+MORE_LABELLED_REASON = (
+    "the window holds more labelled rows than unlabelled ones: its labels cannot all be "
+    "those of the scored rows, so the estimate is not compared with them"
+)
+"""Reason of a null ``error`` in a window with more labelled than unlabelled rows."""
+
+
+def error_withheld(n_labelled: int, n_unlabelled: int) -> str | None:
+    """Why the estimate's ``error`` is not computed for a window holding both, or None.
+
+    ``error`` means something only where the labelled rows are the labels of
+    the scored (unlabelled) rows. Until windows track which labels belong to
+    which scores (label maturity), more labelled rows than unlabelled ones
+    proves that some do not: the error is then null with this reason.
+
+    >>> error_withheld(5_000, 1_000) == MORE_LABELLED_REASON
+    True
+    >>> error_withheld(1_000, 1_000) is None
+    True
+    """
+    return MORE_LABELLED_REASON if n_labelled > n_unlabelled else None
 
 
 def estimate_error(

@@ -27,6 +27,7 @@ from app.drift.histograms import WindowHistograms
 from app.drift.simulation import BinormalStream
 from app.estimation import MixtureReference, estimate_window
 from app.metrics.binning import default_bin_edges
+from app.services.window_estimate import MORE_LABELLED_REASON
 
 EDGES = default_bin_edges((0.5,))
 STREAM = BinormalStream(EDGES, mu_positive=0.0, mu_negative=-1.5)
@@ -161,11 +162,14 @@ def test_unlabelled_windows_get_an_estimate_and_later_its_error(api: Api) -> Non
         ), name
     assert abs(est["error"]["precision"]) < 0.1
 
-    # re-windowing: the day merges labelled and unlabelled rows
+    # re-windowing: the day merges labelled and unlabelled rows; its labelled rows (the
+    # reference hours too) outnumber the unlabelled ones: no error, and the reason
     day = _windows(api, token, segment="eu", granularity="1d")
     assert len(day) == 1 and day[0]["n_unlabelled"] == 8_000
     assert day[0]["estimate"]["n"] == 8_000
-    assert day[0]["estimate"]["error"].keys() == est["error"].keys()
+    assert day[0]["n"] > 8_000 and day[0]["estimate"]["error"] is None
+    assert day[0]["reasons"]["estimate.error"] == MORE_LABELLED_REASON
+    assert "estimate.error" not in w5["reasons"]
 
 
 def test_bad_unlabelled_batches_store_nothing(api: Api) -> None:

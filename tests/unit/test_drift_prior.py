@@ -146,3 +146,14 @@ def test_bad_settings_name_the_field(field: str, kwargs: dict[str, float]) -> No
     with pytest.raises(InvalidInput) as err:
         DriftSettings(**kwargs)  # type: ignore[arg-type]
     assert err.value.field == field
+
+
+@pytest.mark.parametrize(
+    "table", [(1, 1, 2**53 - 3, 1), (50, 200, 2**53 - 253, 3), (2, 30, 10**12, 0)]
+)
+def test_fisher_exact_at_the_window_count_ceiling(table: tuple[int, int, int, int]) -> None:
+    """Issue 20: scipy's Fisher test takes time in proportion to the counts (90 s at
+    10^12, so a window of 2^53 rows held the worker); the p-value is the exact one."""
+    test, _, p = two_proportion_test(*map(float, table))
+    assert test == "fisher"
+    assert p == pytest.approx(_fisher_brute_force(*table), rel=1e-9, abs=1e-300)

@@ -294,6 +294,26 @@ def test_ops_lift_curve_at_a_reference_prior(small: ScoringReference) -> None:
     assert np.all(np.isfinite(ops))
 
 
+@pytest.mark.parametrize("label", [1, 0])
+def test_one_class_curves_have_no_oprc_or_ops_lift(small: ScoringReference, label: int) -> None:
+    """Issue 20: the OPRC of three rows labelled [1, 1, 1] divided by 1 - prior."""
+    curve = cumulative_counts(np.array([0.9, 0.2, 0.6]), np.full(3, label))
+    for curve_ops in (oprc_curve, ops_lift_curve):
+        grid, ops = curve_ops(curve, reference=small)
+        assert np.array_equal(grid, recall_grid(20)) and np.all(np.isnan(ops))
+
+
+def test_lift_nodes_stay_finite_where_the_node_prior_rounds_to_one() -> None:
+    """A window of 2^53 rows with one negative: its prior's nodes reach priors that
+    round to 1.0, whose -ln was 0 (a division by zero, then NaN nodes)."""
+    ref = ScoringReference(sample_dbt(200, 4, np.random.default_rng(9)))
+    prior = 1.0 - 2.0**-53
+    assert 1.0 / (1.0 + math.exp(-(math.floor(math.log(2.0**53) / 0.25) + 2) * 0.25)) == 1.0
+    values = ref.interpolated_values("auc_lift", prior)
+    assert np.all(np.isfinite(values))
+    assert 0.0 <= ref.ops_area("auc_lift", float(lift_auc_ideal(prior)), prior) <= 1.0
+
+
 def test_default_reference_is_built_once(default: ScoringReference) -> None:
     assert scoring_reference() is default
     assert default.dbt is dbt_reference()

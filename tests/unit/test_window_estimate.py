@@ -14,7 +14,12 @@ from app.metrics.curves import cumulative_counts_from_histograms
 from app.services import window_estimate
 from app.services.model_config import ModelConfig
 from app.services.window_compute import compute_window_result
-from app.services.window_estimate import estimate_document, estimate_error
+from app.services.window_estimate import (
+    ERROR_REASON_KEY,
+    MORE_LABELLED_REASON,
+    estimate_document,
+    estimate_error,
+)
 from app.services.window_sums import WindowSums, sums_seed
 
 THRESHOLDS = (0.5, 0.3)
@@ -97,6 +102,27 @@ def test_labels_that_arrive_later_give_the_error() -> None:
     labelled_only = compute_window_result(MODEL, _labelled(window_h), _labelled(ref_h))
     assert labelled_only.estimate is None
     assert labelled_only.metrics == result.metrics  # unlabelled rows never enter the metrics
+
+
+def test_no_error_when_more_rows_are_labelled_than_scored() -> None:
+    """Issue 20: 1,000 unlabelled rows then 5,000 labelled ones (never sent unlabelled)
+    reported an error of the estimate, as if it had been wrong."""
+    rng = np.random.default_rng(7)
+    ref = _labelled(STREAM.window(rng, n=50_000, prior=0.1))
+    scored = _unlabelled(STREAM.window(rng, n=1_000, prior=0.1))
+    labels = _labelled(STREAM.window(rng, n=5_000, prior=0.3))
+    for detail in (False, True):
+        result = compute_window_result(MODEL, scored + labels, ref, detail=detail)
+        assert result.estimate is not None and result.estimate["reliable"] is True
+        assert result.estimate["error"] is None
+        assert result.reasons[ERROR_REASON_KEY] == MORE_LABELLED_REASON
+        assert result.metrics["prior"] is not None  # the labelled metrics are kept
+    as_many = _labelled(STREAM.window(rng, n=1_000, prior=0.1))
+    result = compute_window_result(MODEL, scored + as_many, ref)
+    assert result.estimate is not None and result.estimate["error"]
+    assert ERROR_REASON_KEY not in result.reasons
+    alone = compute_window_result(MODEL, labels, ref)  # no estimate, no reason for its error
+    assert alone.estimate is None and ERROR_REASON_KEY not in alone.reasons
 
 
 def test_no_estimate_without_a_usable_reference() -> None:

@@ -95,7 +95,10 @@ class WindowOut(BaseModel):
     prior: float | None
     status: str = Field(description='"fresh" or "pending" (waiting for the worker)')
     metrics: dict[str, float | None] = Field(description="names as in evaluate")
-    reasons: dict[str, str] = Field(description="why each null metric is null")
+    reasons: dict[str, str] = Field(
+        description='why each null metric is null; "estimate.error": why the '
+        "estimate's error is null in a window with labelled rows"
+    )
     intervals: dict[str, dict[str, float | str | None]] = Field(
         description="credible intervals {lower, upper, level} of prior-invariant metrics; "
         'null bounds with a "reason" where no honest interval exists (docs/intervals.md)'
