@@ -16,7 +16,18 @@ from contextlib import contextmanager
 import httpx
 
 from app.cli.service import EXIT_SERVICE, EXIT_UNREACHABLE, EXIT_USAGE, fail
-from app.client import ApiError, Client, ClientError, DeliveryError, RetriesExhausted, RetryPolicy
+from app.client import (
+    ApiError,
+    Client,
+    ClientError,
+    DeliveryError,
+    RetriesExhausted,
+    RetryPolicy,
+    UndeliveredBatch,
+)
+
+KEY_REUSED = ":idempotency-key-reused"
+"""The end of the problem type the service answers for a key sent with another body."""
 
 
 def _unreachable(error: BaseException) -> bool:
@@ -53,3 +64,22 @@ def sending(base_url: str, token: str, model: str, retry_seconds: float) -> Iter
         fail(str(exc))
     except ValueError as exc:
         fail(str(exc), EXIT_USAGE)
+
+
+def sent_before(client: Client) -> list[UndeliveredBatch]:
+    """Flush; the batches refused only because their key was used with another body.
+
+    A chunk's key fixes its rows, so such a batch was sent by an earlier run
+    at another time (a file without timestamps is counted at the time it is
+    received): it is already counted. Any other refusal is raised.
+    """
+    try:
+        client.flush()
+    except DeliveryError as exc:
+        pairs = list(zip(exc.batches, exc.causes, strict=True))
+        known = [b for b, c in pairs if isinstance(c, ApiError) and c.type.endswith(KEY_REUSED)]
+        rest = [(b, c) for b, c in pairs if b not in known]
+        if rest:
+            raise DeliveryError(tuple(b for b, _ in rest), tuple(c for _, c in rest)) from None
+        return known
+    return []
