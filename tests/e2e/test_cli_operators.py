@@ -155,6 +155,11 @@ def test_models_update_round_trip_and_keys_list(service: str) -> None:
     doc = json.loads(cleared.stdout)
     assert (doc["drift"]["reference"], doc["sla"], doc["segments"]) == (None, [], [])
 
+    trailing = admin(service, "models", "update", "cli-update", "--drift-trailing-windows", "24")
+    assert json.loads(trailing.stdout)["drift"]["reference"]["trailing_windows"] == 24
+    contradiction = ("--no-drift-reference", "--drift-trailing-windows", "3")
+    both = admin(service, "models", "update", "cli-update", *contradiction)
+    assert both.exit_code == EXIT_USAGE and "--no-drift-reference" in both.output
     assert admin(service, "models", "update", "cli-update").exit_code == EXIT_USAGE
     both = admin(service, "models", "update", "cli-update", "--sla", "f1>=0.5", "--no-sla")
     assert both.exit_code == EXIT_USAGE and "--no-sla" in both.output
