@@ -1,6 +1,7 @@
-"""The operators' commands against a real ``priorwatch serve`` (SQLite, worker in-process):
-idempotent ``ingest`` (twice counts once, ``--force`` twice), score-only files, ``.env``,
-``models update``, ``keys list`` and the label-free columns of ``windows``."""
+"""The operators' commands against a real ``priorwatch serve`` (SQLite, worker in-process;
+PostgreSQL for the idempotent ingest): ``ingest`` twice counts once, ``--force`` twice,
+score-only files, ``.env``, ``models update``, ``keys list`` and the label-free columns
+of ``windows``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _e2e_support import ADMIN_TOKEN, iso
+from _e2e_support import ADMIN_TOKEN, Processes, free_port, iso, process_env, wait_ready
 from test_cli_service import _wait_fresh, admin, run, service
 
 from app.cli.service import EXIT_SERVICE, EXIT_USAGE
@@ -57,31 +58,50 @@ def _counts(url: str, token: str, name: str) -> list[tuple[str, int, int]]:
     return [(w["start"], w["n"], w["n_unlabelled"]) for w in json.loads(result.stdout)["windows"]]
 
 
-def test_ingest_the_same_file_twice_counts_it_once_and_force_again(
-    service: str, tmp_path: Path
-) -> None:
-    token = _model(service, "cli-once", "--segment", "eu")
+def _ingest_twice_then_force(url: str, tmp_path: Path) -> None:
+    """The same file sent twice counts once; with --force it counts again."""
+    token = _model(url, "cli-once", "--segment", "eu")
     scores, labels = _sample(1, 1200, 0.2)
     rows = [
         [iso(HOUR - timedelta(hours=2 - i % 2, seconds=-i)), "eu" if i % 3 else "", y, s]
         for i, (s, y) in enumerate(zip(scores, labels, strict=True))
     ]
     path = _write(tmp_path / "rows.csv", ["timestamp", "segment", "label", "score"], rows)
-    ingest = ("ingest", str(path), "--model", "cli-once", "--url", service, "--token", token)
+    ingest = ("ingest", str(path), "--model", "cli-once", "--url", url, "--token", token)
 
     first = run(*ingest)
     assert first.exit_code == 0, first.output
     assert "sent 1,200 labelled rows of rows.csv to cli-once in 4 batches" in first.stdout
-    once = _counts(service, token, "cli-once")
+    once = _counts(url, token, "cli-once")
     assert [(n, u) for _, n, u in once] == [(600, 0), (600, 0)]
 
     again = run(*ingest)  # the service answers every chunk as a replay
     assert again.exit_code == 0, again.output
-    assert _counts(service, token, "cli-once") == once
+    assert _counts(url, token, "cli-once") == once
 
     forced = run(*ingest, "--force")
     assert forced.exit_code == 0, forced.output
-    assert [(n, u) for _, n, u in _counts(service, token, "cli-once")] == [(1200, 0), (1200, 0)]
+    assert [(n, u) for _, n, u in _counts(url, token, "cli-once")] == [(1200, 0), (1200, 0)]
+
+
+def test_ingest_the_same_file_twice_counts_it_once_and_force_again(
+    service: str, tmp_path: Path
+) -> None:
+    _ingest_twice_then_force(service, tmp_path)
+
+
+def test_ingest_once_on_postgres(
+    processes: Processes, empty_postgres_url: str, tmp_path: Path
+) -> None:
+    """The same through ``priorwatch serve`` on PostgreSQL (no worker: reads count the
+    batches not folded yet)."""
+    env = process_env(empty_postgres_url)
+    processes.run("migrate", ["migrate"], env)
+    port = free_port()
+    processes.start("serve", ["serve", "--port", str(port)], env)
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url, processes)
+    _ingest_twice_then_force(url, tmp_path)
 
 
 def test_a_score_only_file_makes_unlabelled_rows_once(service: str, tmp_path: Path) -> None:
