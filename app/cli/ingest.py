@@ -262,7 +262,7 @@ def ingest_command(
         known = sent_before(client)
     kind = "unlabelled" if rows.labels is None else "labelled"
     typer.echo(
-        f"sent {n:,} {kind} rows of {file.name} to {model} in {len(pieces)} batches "
+        f"sent {n:,} {kind} rows of {file.name} to {model} in {len(pieces)} chunks "
         f"({len(groups)} window/segment groups)"
     )
     if known:

@@ -1,11 +1,12 @@
-"""How ``ingest`` and ``simulate`` send labelled scores: the Python client.
+"""How ``ingest`` and ``simulate`` send scores: the Python client.
 
 ``app.client.Client`` bins the rows into the model's bins, sends compact
-histogram batches with their own Idempotency-Keys and retries transient
-failures (docs/client.md). The commands bound its retries to
-``retry_seconds`` (an interactive command should not wait ten minutes for a
-service that is down) and turn its errors into the exit codes of
-app/cli/service.py.
+histogram batches with their own Idempotency-Keys (``ingest`` supplies them,
+derived from the file: :func:`sent_before` tells the chunks an earlier run
+stored) and retries transient failures (docs/client.md). The commands bound
+its retries to ``retry_seconds`` (an interactive command should not wait ten
+minutes for a service that is down) and turn its errors into the exit codes
+of app/cli/service.py.
 """
 
 from __future__ import annotations

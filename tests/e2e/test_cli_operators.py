@@ -71,7 +71,7 @@ def _ingest_twice_then_force(url: str, tmp_path: Path) -> None:
 
     first = run(*ingest)
     assert first.exit_code == 0, first.output
-    assert "sent 1,200 labelled rows of rows.csv to cli-once in 4 batches" in first.stdout
+    assert "sent 1,200 labelled rows of rows.csv to cli-once in 4 chunks" in first.stdout
     once = _counts(url, token, "cli-once")
     assert [(n, u) for _, n, u in once] == [(600, 0), (600, 0)]
 
