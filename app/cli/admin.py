@@ -288,7 +288,7 @@ def update_model(
     drift_test_bins: Annotated[int | None, _setting("bins of the drift tests")] = None,
     body: BodyOption = None,
 ) -> None:
-    """Change MODEL's settings and print them as the service stored them.
+    """Change NAME's settings and print them as the service stored them.
 
     Settings not named keep their value; the drift options change only the
     drift settings they name (docs/drift.md). Window, thresholds and bins are
@@ -342,7 +342,7 @@ def delete_model(
     admin_token: AdminTokenOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
 ) -> None:
-    """Delete MODEL with its windows, batches, keys and series (asks first)."""
+    """Delete model NAME with its windows, batches, keys and series (asks first)."""
     service = admin_service(url, admin_token)
     if not yes:
         typer.confirm(
