@@ -46,6 +46,7 @@ def _print_version(value: bool) -> None:
 
 @cli.callback()
 def _root(
+    ctx: typer.Context,
     show_version: Annotated[
         bool,
         typer.Option(
@@ -54,6 +55,10 @@ def _root(
     ] = False,
 ) -> None:
     """Prior-invariant performance monitoring for binary classifiers."""
+    if Path(".env").is_file():  # the service's file: URL and tokens as the options' defaults
+        from app.cli.service import env_file_values, option_defaults
+
+        ctx.default_map = option_defaults(ctx.command, env_file_values())
 
 
 @cli.command(epilog=LOCAL_EXIT_CODES_EPILOG)

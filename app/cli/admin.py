@@ -22,13 +22,13 @@ from app.cli.service import (
 from app.reporting import format_table
 
 models_cli = typer.Typer(
-    help="Register, list and show models (admin token).",
+    help="Register, list, show, update and delete models (admin token).",
     no_args_is_help=True,
     rich_markup_mode=None,
     epilog=EXIT_CODES_EPILOG,
 )
 keys_cli = typer.Typer(
-    help="Create and revoke a model's API keys (admin token).",
+    help="Create, list and revoke a model's API keys (admin token).",
     no_args_is_help=True,
     rich_markup_mode=None,
     epilog=EXIT_CODES_EPILOG,
@@ -38,6 +38,17 @@ MODELS_PAGE = 1000
 """Models asked for per call of ``models list`` (the service's maximum)."""
 ADMIN_HINT = "pass --admin-token or set PRIORWATCH_ADMIN_TOKEN (the token the service runs with)"
 _OBJECTIVE = re.compile(r"^\s*([A-Za-z0-9_@.=]+?)\s*(>=|<=)\s*([-+0-9.eE]+)\s*$")
+
+
+BodyOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="a JSON file with more settings (drift, costs, ...); options override it",
+        exists=True,
+        dir_okay=False,
+        show_default=False,
+    ),
+]
 
 
 def admin_service(url: str, admin_token: str | None) -> Service:
@@ -86,26 +97,10 @@ def create_model(
         list[str] | None,
         typer.Option("--sla", help="an SLA objective such as 'f1>=0.6' (repeat for more)"),
     ] = None,
-    body: Annotated[
-        Path | None,
-        typer.Option(
-            help="a JSON file with more settings (drift, costs, ...); options override it",
-            exists=True,
-            dir_okay=False,
-            show_default=False,
-        ),
-    ] = None,
+    body: BodyOption = None,
 ) -> None:
     """Register a model and print its settings as the service stored them."""
-    doc: dict[str, Any] = {}
-    if body is not None:
-        try:
-            loaded = json.loads(body.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            fail(f"{body}: not JSON ({exc})", EXIT_USAGE)
-        if not isinstance(loaded, dict):
-            fail(f"{body}: the JSON is not an object", EXIT_USAGE)
-        doc.update(loaded)
+    doc = _read_body(body)
     doc.update({"name": name, "pi0": pi0, "window": window, "threshold": threshold})
     if cost_ratio is not None:
         doc["cost_ratio"] = cost_ratio
@@ -195,3 +190,188 @@ def revoke_key(
     """Revoke a key of MODEL; its token is refused from now on."""
     admin_service(url, admin_token).request("DELETE", f"/v1/models/{model}/keys/{key_id}")
     typer.echo(f"revoked {key_id}")
+
+
+def parse_costs(text: str) -> dict[str, float]:
+    """``"c_tp=0,c_fp=1,c_fn=10,c_tn=0"`` -> the unit costs (the service checks the names)."""
+    costs: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        try:
+            costs[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise typer.BadParameter(f"{part!r} is not NAME=NUMBER", param_hint="--costs")
+    return costs
+
+
+def _read_body(body: Path | None) -> dict[str, Any]:
+    """The JSON object of ``--body`` (empty without one; usage error when not an object)."""
+    if body is None:
+        return {}
+    try:
+        loaded = json.loads(body.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        fail(f"{body}: not JSON ({exc})", EXIT_USAGE)
+    if not isinstance(loaded, dict):
+        fail(f"{body}: the JSON is not an object", EXIT_USAGE)
+    return loaded
+
+
+def drift_update(
+    current: dict[str, Any], reference: dict[str, Any] | None, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """The whole drift document to send: ``current`` with the options applied.
+
+    The service replaces the drift document as a whole, so the settings not
+    named keep their current values. ``reference``: the new reference, or
+    ``{}`` to remove it, or None to keep it.
+    """
+    drift = dict(current)
+    if reference is not None:
+        drift["reference"] = reference or None
+    drift.update(settings)
+    return drift
+
+
+def _setting(help_text: str) -> Any:
+    """An option of ``models update`` that changes nothing when left out."""
+    return typer.Option(help=help_text, show_default=False)
+
+
+@models_cli.command("update", epilog=EXIT_CODES_EPILOG)
+def update_model(
+    name: Annotated[str, typer.Argument(help="the model's name")],
+    url: UrlOption = DEFAULT_URL,
+    admin_token: AdminTokenOption = None,
+    description: Annotated[str | None, _setting("free text")] = None,
+    pi0: Annotated[float | None, _setting("reference prior of the calibrated metrics")] = None,
+    cost_ratio: Annotated[float | None, _setting("cost ratio for weighted accuracy")] = None,
+    costs: Annotated[
+        str | None, _setting("unit costs, e.g. 'c_tp=0,c_fp=1,c_fn=10,c_tn=0'")
+    ] = None,
+    segment: Annotated[
+        list[str] | None,
+        typer.Option("--segment", help="a segment name (repeat; replaces the list)"),
+    ] = None,
+    no_segments: Annotated[bool, typer.Option("--no-segments", help="remove every segment")] = (
+        False
+    ),
+    sla: Annotated[
+        list[str] | None,
+        typer.Option("--sla", help="an SLA objective such as 'f1>=0.6' (repeat; replaces them)"),
+    ] = None,
+    no_sla: Annotated[bool, typer.Option("--no-sla", help="remove every SLA objective")] = False,
+    drift_from: Annotated[
+        str | None, _setting("drift reference period: its first time (ISO 8601)")
+    ] = None,
+    drift_to: Annotated[
+        str | None, _setting("drift reference period: the time it ends (ISO 8601)")
+    ] = None,
+    drift_trailing_windows: Annotated[
+        int | None, _setting("drift reference: the last N windows instead of a period")
+    ] = None,
+    no_drift_reference: Annotated[
+        bool, typer.Option("--no-drift-reference", help="remove the drift reference")
+    ] = False,
+    drift_alpha: Annotated[float | None, _setting("drift tests' significance level")] = None,
+    drift_min_prior_effect: Annotated[
+        float | None, _setting("smallest prior change reported as drift")
+    ] = None,
+    drift_min_likelihood_effect: Annotated[
+        float | None, _setting("smallest within-class change reported as drift")
+    ] = None,
+    drift_min_class_count: Annotated[
+        int | None, _setting("fewest examples of a class for a drift test")
+    ] = None,
+    drift_test_bins: Annotated[int | None, _setting("bins of the drift tests")] = None,
+    body: BodyOption = None,
+) -> None:
+    """Change NAME's settings and print them as the service stored them.
+
+    Settings not named keep their value; the drift options change only the
+    drift settings they name (docs/drift.md). Window, thresholds and bins are
+    fixed at creation.
+    """
+    doc = _read_body(body)
+    given = {"description": description, "pi0": pi0, "cost_ratio": cost_ratio}
+    doc.update({k: v for k, v in given.items() if v is not None})
+    if costs is not None:
+        doc["costs"] = parse_costs(costs)
+    for listed, items, clear, flag in (
+        ("segments", segment, no_segments, "--no-segments"),
+        ("sla", [parse_objective(s) for s in sla or []], no_sla, "--no-sla"),
+    ):
+        if items and clear:
+            fail(f"{flag} contradicts the {listed} given", EXIT_USAGE)
+        if items or clear:
+            doc[listed] = items
+    reference: dict[str, Any] | None = None
+    if drift_from is not None or drift_to is not None:
+        reference = {"from": drift_from, "to": drift_to}
+    if drift_trailing_windows is not None:
+        reference = {**(reference or {}), "trailing_windows": drift_trailing_windows}
+    if no_drift_reference:
+        if reference is not None:
+            fail("--no-drift-reference contradicts the reference given", EXIT_USAGE)
+        reference = {}
+    drift_options = {
+        "alpha": drift_alpha,
+        "min_prior_effect": drift_min_prior_effect,
+        "min_likelihood_effect": drift_min_likelihood_effect,
+        "min_class_count": drift_min_class_count,
+        "test_bins": drift_test_bins,
+    }
+    drift_settings = {k: v for k, v in drift_options.items() if v is not None}
+    service = admin_service(url, admin_token)
+    if reference is not None or drift_settings:
+        current = (
+            doc["drift"] if "drift" in doc else service.get_json(f"/v1/models/{name}")["drift"]
+        )
+        doc["drift"] = drift_update(current, reference, drift_settings)
+    if not doc:
+        fail("nothing to change: name a setting (see --help)", EXIT_USAGE)
+    _print_json(service.request("PATCH", f"/v1/models/{name}", json=doc).json())
+
+
+@models_cli.command("delete", epilog=EXIT_CODES_EPILOG)
+def delete_model(
+    name: Annotated[str, typer.Argument(help="the model's name")],
+    url: UrlOption = DEFAULT_URL,
+    admin_token: AdminTokenOption = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+) -> None:
+    """Delete model NAME with its windows, batches, keys and series (asks first)."""
+    service = admin_service(url, admin_token)
+    if not yes:
+        typer.confirm(
+            f"Delete model {name!r} with all its windows, batches and keys?", abort=True, err=True
+        )
+    service.request("DELETE", f"/v1/models/{name}")
+    typer.echo(f"deleted {name}")
+
+
+@keys_cli.command("list", epilog=EXIT_CODES_EPILOG)
+def list_keys(
+    model: Annotated[str, typer.Argument(help="the model's name")],
+    url: UrlOption = DEFAULT_URL,
+    admin_token: AdminTokenOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table")] = False,
+) -> None:
+    """List MODEL's keys, revoked ones included (their tokens are never shown again)."""
+    keys = admin_service(url, admin_token).get_json(f"/v1/models/{model}/keys")["keys"]
+    if as_json:
+        _print_json(keys)
+        return
+    rows = [
+        [
+            k["id"],
+            k["prefix"],
+            ",".join(k["scopes"]),
+            str(k["created_at"]),
+            str(k["revoked_at"] or "-"),
+        ]
+        for k in keys
+    ]
+    typer.echo(format_table(["id", "prefix", "scopes", "created", "revoked"], rows))

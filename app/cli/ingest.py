@@ -1,13 +1,18 @@
-"""``priorwatch ingest FILE``: labelled scores from a CSV or Parquet file to a model.
+"""``priorwatch ingest FILE``: scores (labelled or not) from a CSV or Parquet file to a model.
 
-Columns: ``score`` and ``label`` (required), ``timestamp`` and ``segment``
-(optional; names case-insensitive). Rows are grouped by the model's window
-of their timestamp and by segment, and each group is logged through the
-Python client (app/cli/sending.py) with the group's earliest timestamp.
+Columns: ``score`` (required), ``label`` (optional: without it every row is
+unlabelled), ``timestamp`` and ``segment`` (optional; names case-insensitive).
+Rows are grouped by the model's window of their timestamp and by segment,
+each group is cut into chunks of at most :data:`CHUNK_ROWS` rows, and each
+chunk is logged through the Python client (app/cli/sending.py) with the
+group's earliest timestamp as a batch of its own, under an Idempotency-Key
+derived from the file's bytes and the chunk (:func:`chunk_key`): sending the
+same file again is recognised by the service and counts nothing twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import sys
 from dataclasses import dataclass
@@ -39,27 +44,33 @@ TIMESTAMP_COLUMN = "timestamp"
 SEGMENT_COLUMN = "segment"
 PROGRESS_MIN_ROWS = 100_000
 """Files with at least this many rows show a progress bar while sending."""
+CHUNK_ROWS = 1_000_000
+"""Rows per batch at most; part of every chunk's Idempotency-Key (:func:`chunk_key`)."""
 
 
 @dataclass(frozen=True)
 class LabelledRows:
-    """The rows of an input file: ``scores[i]``, ``labels[i]`` and, when the file
-    has those columns, ``timestamps[i]`` (text) and ``segments[i]`` ("" for none)."""
+    """The rows of an input file: ``scores[i]``, ``labels[i]`` (None: a file
+    without labels) and, when the file has those columns, ``timestamps[i]``
+    (text) and ``segments[i]`` ("" for none)."""
 
     scores: npt.NDArray[np.float64]
-    labels: npt.NDArray[np.int64]
+    labels: npt.NDArray[np.int64] | None
     timestamps: list[str] | None
     segments: list[str] | None
 
 
 def read_csv_rows(path: Path) -> LabelledRows:
     """The rows of a CSV file (InvalidInput naming the line of the first problem)."""
-    from app.csv_input import read_scores_labels, read_text_columns
+    from app.csv_input import read_scores, read_text_columns
 
-    scores, labels = read_scores_labels(path)
+    scores, labels = read_scores(path)
     text = read_text_columns(path, (TIMESTAMP_COLUMN, SEGMENT_COLUMN))
     return LabelledRows(
-        scores, labels.astype(np.int64), text.get(TIMESTAMP_COLUMN), text.get(SEGMENT_COLUMN)
+        scores,
+        None if labels is None else labels.astype(np.int64),
+        text.get(TIMESTAMP_COLUMN),
+        text.get(SEGMENT_COLUMN),
     )
 
 
@@ -78,13 +89,15 @@ def read_parquet_rows(path: Path) -> LabelledRows:
         fail("reading Parquet needs pyarrow: pip install pyarrow (or convert to CSV)", EXIT_USAGE)
     table = parquet.read_table(path)
     columns = {name.lower(): table.column(name).to_pylist() for name in table.column_names}
-    for required in ("score", "label"):
-        if required not in columns:
-            raise InvalidInput(
-                "header",
-                f"no column named {required!r}; the columns found are {table.column_names}",
-            )
-    scores, labels = check_scores_labels(columns["score"], columns["label"])
+    if "score" not in columns:
+        raise InvalidInput(
+            "header", f"no column named 'score'; the columns found are {table.column_names}"
+        )
+    labels: npt.NDArray[np.bool_] | None = None
+    if "label" in columns:
+        scores, labels = check_scores_labels(columns["score"], columns["label"])
+    else:  # scores only: checked as scores with any labels
+        scores, _ = check_scores_labels(columns["score"], np.zeros(table.num_rows, np.int8))
 
     def text(name: str) -> list[str] | None:
         values = columns.get(name)
@@ -93,7 +106,10 @@ def read_parquet_rows(path: Path) -> LabelledRows:
         return [_cell_text(v) for v in values]
 
     return LabelledRows(
-        scores, labels.astype(np.int64), text(TIMESTAMP_COLUMN), text(SEGMENT_COLUMN)
+        scores,
+        None if labels is None else labels.astype(np.int64),
+        text(TIMESTAMP_COLUMN),
+        text(SEGMENT_COLUMN),
     )
 
 
@@ -164,11 +180,33 @@ def group_rows(rows: LabelledRows, window: str) -> list[Group]:
     return result
 
 
+def file_digest(path: Path) -> str:
+    """The SHA-256 of the file's bytes, in hex."""
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def chunk_key(digest: str, model: str, index: int) -> str:
+    """The Idempotency-Key of chunk ``index`` of the file of SHA-256 ``digest``.
+
+    The same file sent to the same model again gives the same keys, so the
+    service recognises every chunk as already stored (docs/cli.md, "ingest").
+    """
+    return f"ingest:{model}:{digest}:{CHUNK_ROWS}:{index}"
+
+
+def chunks(groups: list[Group]) -> list[tuple[Group, npt.NDArray[np.intp]]]:
+    """Each group's rows cut into runs of at most :data:`CHUNK_ROWS`, in file order."""
+    return [
+        (g, g.rows[i : i + CHUNK_ROWS]) for g in groups for i in range(0, g.rows.size, CHUNK_ROWS)
+    ]
+
+
 def ingest_command(
     file: Annotated[
         Path,
         typer.Argument(
-            help="CSV (or Parquet) with score,label[,timestamp,segment] columns",
+            help="CSV (or Parquet) with score[,label,timestamp,segment] columns",
             exists=True,
             dir_okay=False,
             readable=True,
@@ -179,9 +217,19 @@ def ingest_command(
     token: TokenOption = None,
     admin_token: AdminTokenOption = None,
     retry_seconds: RetryOption = DEFAULT_RETRY_SECONDS,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="send with fresh Idempotency-Keys: counted again if sent before"
+        ),
+    ] = False,
 ) -> None:
-    """Send the labelled scores of FILE to MODEL (a key with the ingest scope)."""
-    from app.cli.sending import sending
+    """Send the scores of FILE to MODEL (a key with the ingest scope); once per file.
+
+    Without a label column the rows are unlabelled (label-free estimates).
+    Sending the same file again counts nothing twice, unless --force.
+    """
+    from app.cli.sending import sending, sent_before
 
     key = require_token(
         token or admin_token, f"pass --token (a key with ingest scope), or {ADMIN_HINT}"
@@ -195,15 +243,31 @@ def ingest_command(
         groups = group_rows(rows, window)
     except InvalidInput as exc:
         raise typer.BadParameter(exc.reason, param_hint=exc.field) from exc
-    n = rows.scores.size
+    digest = file_digest(file)
+    n, pieces = rows.scores.size, chunks(groups)
     with (
         sending(url, key, model, retry_seconds) as client,
         typer.progressbar(
             length=n, label="sending", hidden=n < PROGRESS_MIN_ROWS, file=sys.stderr
         ) as bar,
     ):
-        for g in groups:
-            scores, labels = rows.scores[g.rows], rows.labels[g.rows]
-            client.log(scores, labels, timestamp=g.timestamp, segment=g.segment)
-            bar.update(g.rows.size)
-    typer.echo(f"sent {n:,} rows of {file.name} to {model} ({len(groups)} window/segment groups)")
+        for index, (g, part) in enumerate(pieces):
+            batch_key = None if force else chunk_key(digest, model, index)
+            at, segment, scores = g.timestamp, g.segment, rows.scores[part]
+            if rows.labels is None:
+                client.log_scores(scores, at, segment, idempotency_key=batch_key)
+            else:
+                client.log(scores, rows.labels[part], at, segment, idempotency_key=batch_key)
+            bar.update(part.size)
+        known = sent_before(client)
+    kind = "unlabelled" if rows.labels is None else "labelled"
+    typer.echo(
+        f"sent {n:,} {kind} rows of {file.name} to {model} in {len(pieces)} chunks "
+        f"({len(groups)} window/segment groups)"
+    )
+    if known:
+        typer.echo(
+            f"{len(known)} of them ({sum(b.rows for b in known):,} rows) were sent before "
+            "at another time: not counted again (--force sends them anew)",
+            err=True,
+        )

@@ -50,15 +50,20 @@ def read_service(url: str, token: str | None, admin_token: str | None) -> Servic
 
 
 def windows_table(windows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> str:
-    """The windows as a text table: start, n, prior, status, drift verdict, ``metrics``.
+    """The windows as a text table: start, n, prior, status, drift verdict, the
+    unlabelled rows and their label-free estimate (prior and fit verdict), ``metrics``.
 
-    Undefined metrics (null) show as ``-``.
+    Undefined values (null, or no estimate) show as ``-``.
     """
-    headers = ["start", "n", "prior", "status", "verdict", *metrics]
+    headers = [
+        "start", "n", "prior", "status", "verdict", "unlabelled", "est_prior", "est_verdict",
+        *metrics,
+    ]  # fmt: skip
     rows = []
     for w in windows:
         values = w.get("metrics") or {}
         verdict = (w.get("drift") or {}).get("verdict") or "-"
+        estimate = w.get("estimate") or {}
         rows.append(
             [
                 str(w["start"]),
@@ -66,6 +71,9 @@ def windows_table(windows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) 
                 format_number(w.get("prior"), 4),
                 str(w["status"]),
                 str(verdict),
+                str(w.get("n_unlabelled", 0)),
+                format_number((estimate.get("prior") or {}).get("value"), 4),
+                str((estimate.get("fit") or {}).get("verdict") or "-"),
                 *(format_number(values.get(m)) for m in metrics),
             ]
         )

@@ -1,11 +1,12 @@
-"""How ``ingest`` and ``simulate`` send labelled scores: the Python client.
+"""How ``ingest`` and ``simulate`` send scores: the Python client.
 
 ``priorwatch_client.Client`` bins the rows into the model's bins, sends compact
-histogram batches with their own Idempotency-Keys and retries transient
-failures (docs/client.md). The commands bound its retries to
-``retry_seconds`` (an interactive command should not wait ten minutes for a
-service that is down) and turn its errors into the exit codes of
-app/cli/service.py.
+histogram batches with their own Idempotency-Keys (``ingest`` supplies them,
+derived from the file: :func:`sent_before` tells the chunks an earlier run
+stored) and retries transient failures (docs/client.md). The commands bound
+its retries to ``retry_seconds`` (an interactive command should not wait ten
+minutes for a service that is down) and turn its errors into the exit codes
+of app/cli/service.py.
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ from priorwatch_client import (
     DeliveryError,
     RetriesExhausted,
     RetryPolicy,
+    UndeliveredBatch,
 )
+
+KEY_REUSED = ":idempotency-key-reused"
+"""The end of the problem type the service answers for a key sent with another body."""
 
 
 def _unreachable(error: BaseException) -> bool:
@@ -60,3 +65,22 @@ def sending(base_url: str, token: str, model: str, retry_seconds: float) -> Iter
         fail(str(exc))
     except ValueError as exc:
         fail(str(exc), EXIT_USAGE)
+
+
+def sent_before(client: Client) -> list[UndeliveredBatch]:
+    """Flush; the batches refused only because their key was used with another body.
+
+    A chunk's key fixes its rows, so such a batch was sent by an earlier run
+    at another time (a file without timestamps is counted at the time it is
+    received): it is already counted. Any other refusal is raised.
+    """
+    try:
+        client.flush()
+    except DeliveryError as exc:
+        pairs = list(zip(exc.batches, exc.causes, strict=True))
+        known = [b for b, c in pairs if isinstance(c, ApiError) and c.type.endswith(KEY_REUSED)]
+        rest = [(b, c) for b, c in pairs if b not in known]
+        if rest:
+            raise DeliveryError(tuple(b for b, _ in rest), tuple(c for _, c in rest)) from None
+        return known
+    return []

@@ -14,6 +14,7 @@ from typing import Annotated, Any, NoReturn
 import httpx
 import orjson
 import typer
+from typer.core import TyperGroup
 
 EXIT_SERVICE = 1
 """The service answered with an error (4xx/5xx), or a result was not as asked."""
@@ -81,6 +82,33 @@ TokenOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def env_file_values() -> dict[str, str]:
+    """``PRIORWATCH_URL``, ``PRIORWATCH_TOKEN`` and ``PRIORWATCH_ADMIN_TOKEN`` as the
+    server reads its settings: from the environment, else from ``.env`` in the
+    working directory (app.config.settings_config); the ones set, by option name."""
+    from pydantic_settings import BaseSettings
+
+    from app.config import settings_config
+
+    class CliSettings(BaseSettings):
+        model_config = settings_config("PRIORWATCH_")
+        url: str | None = None
+        token: str | None = None
+        admin_token: str | None = None
+
+    return {name: value for name, value in CliSettings().model_dump().items() if value}
+
+
+def option_defaults(command: Any, values: Mapping[str, str]) -> dict[str, Any]:
+    """A click ``default_map`` giving every command under ``command`` (a typer
+    command or group) the ``values`` of the options it has. click reads the map
+    after the command line and the option's environment variable, so: option >
+    environment > ``.env`` > default."""
+    if isinstance(command, TyperGroup):
+        return {name: option_defaults(sub, values) for name, sub in command.commands.items()}
+    return {p.name: values[p.name] for p in command.params if p.name in values}
 
 
 def fail(message: str, code: int = EXIT_SERVICE) -> NoReturn:

@@ -165,7 +165,7 @@ def test_ingest_then_windows_and_the_sla_report(service: str, tmp_path: Path) ->
 
     result = run("ingest", str(path), "--model", "cli-ingest", "--url", service, "--token", token)
     assert result.exit_code == 0, result.output
-    assert "sent 6,000 rows" in result.stdout
+    assert "sent 6,000 labelled rows" in result.stdout
 
     span = ("--from", iso(hour), "--to", iso(hour + timedelta(hours=2)))
     windows = _wait_fresh(service, token, "cli-ingest", 2, *span)

@@ -236,3 +236,39 @@ def test_async_client_logs_flushes_and_reads(api: Any, client: TestClient) -> No
             return window.n
 
     assert asyncio.run(scenario()) == 2000
+
+
+def test_caller_keys_make_a_resend_count_once(api: Any, client: TestClient) -> None:
+    """Rows logged with an idempotency_key travel as a batch of their own under that key:
+    sent again (another client, same rows, same key) they are a replay, counted once;
+    the async client passes the key on."""
+    api.create_model("fraud", window="1h", threshold=0.5, n_bins=500)
+    token = api.create_key("fraud")
+    rng = np.random.default_rng(5)
+    at = window_start(datetime.now(UTC) - timedelta(hours=1), "1h") + timedelta(minutes=7)
+    scores, labels = _sample(rng, 300, 0.2)
+    keys_sent: list[str | None] = []
+    for _ in range(2):
+        transport = ForwardToApp(client)
+        pw = Client("http://app", token, "fraud", transport=transport, flush_interval_s=3600)
+        pw.log(scores, labels, timestamp=at, idempotency_key="file-a:0")
+        pw.log_scores(scores[:40], timestamp=at, idempotency_key="file-a:1")
+        pw.log(scores[:10], labels[:10], timestamp=at)  # no key: a batch apart, fresh key
+        pw.close()
+        posts = [r for r in transport.requests if r.method == "POST"]
+        keys = sorted(r.headers["Idempotency-Key"] for r in posts)
+        keys_sent += [k for k in keys if k.startswith("file-a:")]
+        assert len(posts) == 3
+
+    async def scenario() -> None:
+        async with AsyncClient(
+            "http://app", token, "fraud", transport=ForwardToApp(client), flush_interval_s=3600
+        ) as pw:
+            await pw.log(scores, labels, timestamp=at, idempotency_key="file-a:0")
+            await pw.log_scores(scores[:40], timestamp=at, idempotency_key="file-a:1")
+
+    asyncio.run(scenario())
+    drain(client)
+    assert keys_sent == ["file-a:0", "file-a:1"] * 2
+    windows = client.get("/v1/models/fraud/windows", headers=api.bearer(token)).json()["windows"]
+    assert [(w["n"], w["n_unlabelled"]) for w in windows] == [(300 + 2 * 10, 40)]

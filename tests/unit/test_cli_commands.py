@@ -9,18 +9,28 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 import typer
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from app.cli import cli
+from app.cli import cli, ingest
 from app.cli.admin import parse_objective
-from app.cli.ingest import LabelledRows, group_rows, read_csv_rows, read_parquet_rows
+from app.cli.ingest import (
+    LabelledRows,
+    chunk_key,
+    chunks,
+    group_rows,
+    read_csv_rows,
+    read_parquet_rows,
+)
 from app.cli.read import report_format
+from app.cli.sending import sent_before
 from app.cli.service import EXIT_SERVICE, EXIT_UNREACHABLE, EXIT_USAGE
 from app.errors import InvalidInput
+from priorwatch_client import ApiError, DeliveryError, UndeliveredBatch
 
 runner = CliRunner()
 
@@ -42,7 +52,8 @@ def _command_paths() -> list[list[str]]:
 def test_every_command_is_there() -> None:
     names = {" ".join(p) for p in _command_paths()}
     assert {
-        "models create", "models list", "models show", "keys create", "keys revoke",
+        "models create", "models list", "models show", "models update", "models delete",
+        "keys create", "keys list", "keys revoke",
         "ingest", "windows", "sla", "simulate", "serve", "worker", "migrate", "ops", "evaluate",
     } <= names  # fmt: skip
 
@@ -216,3 +227,103 @@ def test_parquet_without_pyarrow_says_how_to_get_it(tmp_path: Path) -> None:
         assert result.exit_code == EXIT_USAGE and "pip install pyarrow" in result.output
     else:
         pytest.skip("pyarrow is installed: the Parquet path is tested against the service")
+
+
+def test_a_csv_without_labels_is_scores_only(tmp_path: Path) -> None:
+    path = tmp_path / "scores.csv"
+    path.write_text("Score,Timestamp\n0.9,2026-11-26T10:15:00Z\n\n0.25,\n", encoding="utf-8")
+    rows = read_csv_rows(path)
+    assert rows.scores.tolist() == [0.9, 0.25] and rows.labels is None
+    assert rows.timestamps == ["2026-11-26T10:15:00Z", ""]
+    path.write_text("score\n0.5\n1.5\n", encoding="utf-8")
+    with pytest.raises(InvalidInput) as caught:
+        read_csv_rows(path)
+    assert (caught.value.field, caught.value.reason) == ("score", "line 3: '1.5' is outside [0, 1]")
+    result = runner.invoke(cli, ["evaluate", str(path)])  # evaluate still needs labels
+    assert result.exit_code == EXIT_USAGE and "no column named 'label'" in result.output
+
+
+def test_chunks_and_their_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ingest, "CHUNK_ROWS", 2)
+    rows = LabelledRows(np.linspace(0.1, 0.5, 5), None, None, ["", "eu", "", "", "eu"])
+    parts = chunks(group_rows(rows, "1h"))
+    assert [(g.segment, part.tolist()) for g, part in parts] == [
+        (None, [0, 2]), (None, [3]), ("eu", [1, 4])
+    ]  # fmt: skip
+    digest = "ab" * 32
+    assert chunk_key(digest, "fraud", 1) == f"ingest:fraud:{digest}:2:1"
+    keys = {chunk_key(d, m, i) for d in (digest, "cd" * 32) for m in ("a", "b") for i in (0, 1)}
+    assert len(keys) == 8 and all(len(k) <= 255 and k.isascii() for k in keys)
+
+
+class _Flushing:
+    """A client whose flush raises ``error``."""
+
+    def __init__(self, error: DeliveryError) -> None:
+        self.error = error
+
+    def flush(self) -> None:
+        raise self.error
+
+
+def _refused(key: str, problem_type: str) -> tuple[UndeliveredBatch, ApiError]:
+    batch = UndeliveredBatch("m", key, b"{}", 10)
+    return batch, ApiError(422, {"type": f"urn:priorwatch:problem:{problem_type}"}, "POST")
+
+
+def test_sent_before_keeps_only_reused_keys_and_raises_the_rest() -> None:
+    reused, other = _refused("k1", "idempotency-key-reused"), _refused("k2", "invalid-input")
+    both = DeliveryError((reused[0], other[0]), (reused[1], other[1]))
+    with pytest.raises(DeliveryError) as caught:
+        sent_before(_Flushing(both))
+    assert [b.idempotency_key for b in caught.value.batches] == ["k2"]
+    only = DeliveryError((reused[0],), (reused[1],))
+    assert sent_before(_Flushing(only)) == [reused[0]]
+
+
+class _Stub:
+    """``httpx.request`` answering ``status`` (204, or a 404 problem) and recording calls."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        self.calls.append((method, url))
+        if self.status == 204:
+            return httpx.Response(204)
+        problem = {"type": "urn:priorwatch:problem:model-not-found", "title": "Not Found",
+                   "status": 404, "detail": "no model 'fraud'"}  # fmt: skip
+        return httpx.Response(404, json=problem, headers={"Content-Type": PROBLEM_JSON})
+
+
+PROBLEM_JSON = "application/problem+json"
+
+
+@pytest.mark.parametrize(
+    ("args", "answer", "status", "calls", "code", "shown"),
+    [
+        (["--yes"], "", 204, 1, 0, "deleted fraud"),
+        ([], "y\n", 204, 1, 0, "deleted fraud"),
+        ([], "n\n", 204, 0, 1, "Aborted"),
+        (["-y"], "", 404, 1, EXIT_SERVICE, "HTTP 404 Not Found: no model 'fraud'"),
+    ],
+)
+def test_models_delete_asks_then_deletes(
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    answer: str,
+    status: int,
+    calls: int,
+    code: int,
+    shown: str,
+) -> None:
+    """Against DELETE /v1/models/{name}'s contract (204; 404 problem+json), stubbed:
+    the route is not on this branch."""
+    stub = _Stub(status)
+    monkeypatch.setattr(httpx, "request", stub)
+    cmd = ["models", "delete", "fraud", "--url", "http://pw", "--admin-token", "t" * 32, *args]
+    result = runner.invoke(cli, cmd, input=answer)
+    assert result.exit_code == code, result.output
+    assert shown in result.output
+    assert stub.calls == [("DELETE", "http://pw/v1/models/fraud")] * calls

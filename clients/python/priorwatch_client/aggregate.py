@@ -31,11 +31,13 @@ Edges = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class BucketKey:
-    """Where rows go: a window of the model, a segment (None: none) and whether labelled."""
+    """Where rows go: a window of the model, a segment (None: none), whether labelled,
+    and the caller's Idempotency-Key of the batch (None: the client draws one)."""
 
     window_start: datetime
     segment: str | None
     labelled: bool
+    idempotency_key: str | None = None
 
 
 @dataclass
@@ -121,8 +123,10 @@ class Binner:
     def n_bins(self) -> int:
         return int(self.edges.size - 1)
 
-    def key(self, at: datetime, segment: str | None, labelled: bool) -> BucketKey:
-        return BucketKey(window_start(at, self.window), segment, labelled)
+    def key(
+        self, at: datetime, segment: str | None, labelled: bool, idempotency_key: str | None
+    ) -> BucketKey:
+        return BucketKey(window_start(at, self.window), segment, labelled, idempotency_key)
 
     def labelled(self, scores: Any, labels: Any) -> tuple[list[Counts], ProbabilitySums, int]:
         """Per-class counts and score sums of labelled rows (validated like a scores batch)."""

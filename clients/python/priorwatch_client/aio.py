@@ -45,13 +45,24 @@ class AsyncClient:
         labels: Any,
         timestamp: datetime | float | None = None,
         segment: str | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> None:
-        await asyncio.to_thread(self.sync.log, scores, labels, timestamp, segment)
+        await asyncio.to_thread(
+            self.sync.log, scores, labels, timestamp, segment, idempotency_key=idempotency_key
+        )
 
     async def log_scores(
-        self, scores: Any, timestamp: datetime | float | None = None, segment: str | None = None
+        self,
+        scores: Any,
+        timestamp: datetime | float | None = None,
+        segment: str | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> None:
-        await asyncio.to_thread(self.sync.log_scores, scores, timestamp, segment)
+        await asyncio.to_thread(
+            self.sync.log_scores, scores, timestamp, segment, idempotency_key=idempotency_key
+        )
 
     async def flush(self, timeout: float | None = None) -> None:
         await asyncio.to_thread(self.sync.flush, timeout)

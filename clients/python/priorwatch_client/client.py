@@ -189,11 +189,17 @@ class Client:
         labels: Any,
         timestamp: datetime | float | None = None,
         segment: str | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> None:
         """Log labelled predictions (arrays of scores in [0, 1] and 0/1 labels).
 
         ``timestamp`` (a datetime, naive = UTC, or epoch seconds; default now)
-        picks the window of every row of the call. Raises ``ValueError``
+        picks the window of every row of the call. With ``idempotency_key``
+        the call's rows are sent as a batch of their own under that key
+        (other calls with the same key, window and segment join it), so the
+        same rows sent again under the same key are recognised by the service
+        and counted once (docs/client.md). Raises ``ValueError``
         (:class:`~priorwatch_client.errors.InvalidInput`, naming the field)
         on invalid rows, :class:`BufferFull` when no room came within
         ``block_timeout_s``.
@@ -202,12 +208,20 @@ class Client:
         at = event_time(timestamp, self._now())
         if len(scores) == 0 and len(labels) == 0:
             return
-        self._add(binner.key(at, segment, True), binner.labelled(scores, labels), at)
+        key = binner.key(at, segment, True, idempotency_key)
+        self._add(key, binner.labelled(scores, labels), at)
 
     def log_scores(
-        self, scores: Any, timestamp: datetime | float | None = None, segment: str | None = None
+        self,
+        scores: Any,
+        timestamp: datetime | float | None = None,
+        segment: str | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> None:
         """Log scores whose labels are not known (yet), for the label-free estimates.
+
+        ``timestamp``, ``segment`` and ``idempotency_key`` as for :meth:`log`.
 
         Sent as ``histogram.unlabelled`` batches, separate from labelled rows
         (a service too old to store unlabelled rows refuses them with a 422,
@@ -217,7 +231,8 @@ class Client:
         at = event_time(timestamp, self._now())
         if len(scores) == 0:
             return
-        self._add(binner.key(at, segment, False), binner.unlabelled(scores), at)
+        key = binner.key(at, segment, False, idempotency_key)
+        self._add(key, binner.unlabelled(scores), at)
 
     def _add(self, key: BucketKey, contribution: Contribution, at: datetime) -> None:
         counts, sums, rows = contribution
@@ -331,7 +346,8 @@ class Client:
                 self._cond.notify_all()
 
     def _deliver(self, bucket: Bucket) -> tuple[UndeliveredBatch, Exception] | None:
-        batch = UndeliveredBatch(self.model, str(uuid.uuid4()), bucket.body(), bucket.rows)
+        idempotency_key = bucket.key.idempotency_key or str(uuid.uuid4())
+        batch = UndeliveredBatch(self.model, idempotency_key, bucket.body(), bucket.rows)
         headers = {"Content-Type": "application/json", "Idempotency-Key": batch.idempotency_key}
         path = f"{self._path}/batches"
         try:
