@@ -185,7 +185,6 @@ def compute_window_result(
     """
     if window.n <= 0 and window.n_unlabelled <= 0:
         raise ValueError("the window holds no examples")
-    ref_hists = _histograms(reference)
     if window.n <= 0:
         no_labels = {
             "verdict": DriftVerdict.NONE,
@@ -193,14 +192,15 @@ def compute_window_result(
             "detail": "the window has no labelled rows",
         }
         reasons: dict[str, str] = {}
-        estimate = _estimate(model, window, ref_hists, None, reasons)
+        estimate = _estimate(model, window, reference, in_reference_period, None, reasons)
         return WindowResult({}, reasons, {}, no_labels, None, estimate, detail)
     curve = _curve(model, window)
     metrics = _metrics(model, window, curve)
     reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
     drift = _drift(model, window, reference, in_reference_period)
     withheld = error_withheld(window.n, window.n_unlabelled)
-    estimate = _estimate(model, window, ref_hists, None if withheld else metrics, reasons)
+    labelled = None if withheld else metrics
+    estimate = _estimate(model, window, reference, in_reference_period, labelled, reasons)
     if estimate is not None and withheld is not None:
         reasons[ERROR_REASON_KEY] = withheld
     summary = WindowResult(metrics, reasons, {}, drift, None, estimate, detail=False)
@@ -213,15 +213,36 @@ def compute_window_result(
 def _estimate(
     model: ModelConfig,
     window: WindowSums,
-    ref_hists: tuple[Counts, Counts] | None,
+    reference: WindowSums | None,
+    in_reference_period: bool,
     labelled: Mapping[str, float | None] | None,
     reasons: dict[str, str],
 ) -> dict[str, Any] | None:
-    """The label-free estimate; if it failed, None and its reason in ``reasons["estimate"]``."""
-    estimate, failed = guarded_estimate_document(model, window.unlabelled, ref_hists, labelled)
-    if failed is not None:
-        reasons["estimate"] = failed
+    """The label-free estimate; where the window has unlabelled rows but no estimate,
+    None and why in ``reasons["estimate"]``."""
+    estimate, why = guarded_estimate_document(
+        model,
+        window.unlabelled,
+        _histograms(reference),
+        labelled,
+        no_reference=_reference_gap(model, reference, in_reference_period),
+    )
+    if why is not None:
+        reasons["estimate"] = why
     return estimate
+
+
+def _reference_gap(
+    model: ModelConfig, reference: WindowSums | None, in_reference_period: bool
+) -> str | None:
+    """Why the window has no drift reference to compare with, or None when it has one."""
+    if not model.drift.get("reference"):
+        return "no drift reference is configured for this model"
+    if in_reference_period:
+        return "the window belongs to the drift reference period"
+    if reference is None:
+        return "the reference period holds no data yet"
+    return None
 
 
 DETAIL_STREAM = 1
@@ -491,21 +512,15 @@ def _drift(
     reference: WindowSums | None,
     in_reference_period: bool,
 ) -> dict[str, Any]:
+    gap = _reference_gap(model, reference, in_reference_period)
     if not model.drift.get("reference"):
-        return {
-            "verdict": DriftVerdict.NONE,
-            "status": DriftStatus.NO_REFERENCE,
-            "detail": "no drift reference is configured for this model",
-        }
+        return {"verdict": DriftVerdict.NONE, "status": DriftStatus.NO_REFERENCE, "detail": gap}
     if in_reference_period:
         return {"verdict": DriftVerdict.REFERENCE}
     settings = model.drift_settings()
     if reference is None:
-        return {
-            "verdict": DriftVerdict.NONE,
-            "status": DriftStatus.INSUFFICIENT_DATA,
-            "detail": "the reference period holds no data yet",
-        }
+        status = DriftStatus.INSUFFICIENT_DATA
+        return {"verdict": DriftVerdict.NONE, "status": status, "detail": gap}
     ref_counts, win_counts = _histograms(reference), _histograms(window)
     full = window.has_full_histograms and reference.has_full_histograms
     if full and ref_counts is not None and win_counts is not None:

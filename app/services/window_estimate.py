@@ -33,6 +33,12 @@ log = logging.getLogger("priorwatch.estimate")
 
 ESTIMATE_FAILED = "the label-free estimate failed"
 """Start of the window's ``reasons["estimate"]`` when computing the estimate raised."""
+NO_REFERENCE = "the drift reference holds no score histograms"
+"""Default ``reasons["estimate"]`` of a window with unlabelled rows and no reference histograms."""
+
+
+class UnusableReference(InvalidInput):
+    """The drift reference cannot identify a prior (a class missing, both classes alike)."""
 
 
 def guarded_estimate_document(
@@ -40,19 +46,39 @@ def guarded_estimate_document(
     unlabelled: Counts | None,
     reference: tuple[Counts, Counts] | None,
     labelled: Mapping[str, float | None] | None,
+    *,
+    no_reference: str | None = None,
 ) -> tuple[dict[str, Any] | None, str | None]:
-    """:func:`estimate_document`, or None with a reason if it raises.
+    """:func:`estimate_document`, and why it is None where the window has unlabelled rows.
+
+    Parameters
+    ----------
+    model, unlabelled, reference, labelled
+        As :func:`estimate_document`.
+    no_reference : str, optional
+        The reason when ``reference`` is None, where the caller knows it (no
+        reference period configured, the period holds no data yet, ...);
+        :data:`NO_REFERENCE` otherwise.
 
     Returns
     -------
     estimate : dict or None
         As :func:`estimate_document`; None when it raised.
     reason : str or None
+        Why ``estimate`` is None although the window holds unlabelled rows: no
+        usable reference (``no_reference``, or the reference's own defect), or
         ``"the label-free estimate failed (<exception>)"`` when it raised
-        (logged with its traceback), else None.
+        (logged with its traceback). None when there is an estimate, or no
+        unlabelled row to estimate from.
     """
+    if unlabelled is None or not unlabelled.any():
+        return None, None
+    if reference is None:
+        return None, no_reference or NO_REFERENCE
     try:
         return estimate_document(model, unlabelled, reference, labelled), None
+    except UnusableReference as exc:
+        return None, str(exc)
     except Exception as exc:  # any failure of the estimate must leave the labelled result
         log.exception("label-free estimate of a window of model %s failed", model.id)
         return None, f"{ESTIMATE_FAILED} ({type(exc).__name__}: {str(exc)[:200]})"
@@ -87,8 +113,13 @@ def estimate_document(
         :meth:`~app.estimation.LabelFreeEstimate.to_document` plus ``error``
         (``{metric: estimated - labelled}`` over the metrics both define, or
         None without labelled rows). None when the window has no unlabelled
-        rows, or the reference cannot identify a prior (no reference, a class
-        missing from its histograms, or both classes scored alike).
+        rows or no reference.
+
+    Raises
+    ------
+    UnusableReference
+        The reference cannot identify a prior (a class missing from its
+        histograms, or both classes scored alike).
     """
     if unlabelled is None or not unlabelled.any() or reference is None:
         return None
@@ -96,8 +127,8 @@ def estimate_document(
         mixture = MixtureReference.from_histograms(
             WindowHistograms(reference[0], reference[1], model.bin_edges)
         )
-    except InvalidInput:
-        return None
+    except InvalidInput as exc:
+        raise UnusableReference("drift reference", f"cannot identify a prior ({exc.reason})") from exc
     estimate = estimate_window(
         mixture,
         unlabelled,

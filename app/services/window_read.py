@@ -91,6 +91,14 @@ def segment_name(key: str) -> str | None:
 # --- the view ----------------------------------------------------------------
 
 
+DETAIL_PENDING = "the detail tier (curves, intervals) is not computed yet: it follows the summary"
+"""``reasons["detail"]`` (and ``["curves"]``) of a window whose summary alone is computed."""
+NO_LABELLED_DETAIL = "the window has no labelled rows: no curves or intervals"
+"""``reasons["detail"]`` (and ``["curves"]``) of a window of unlabelled rows only."""
+NO_SCORE_HISTOGRAMS = "the window holds confusion-matrix rows only: no score histograms"
+"""``reasons["curves"]`` of a labelled window without per-class histograms."""
+
+
 @dataclass(frozen=True)
 class WindowView:
     """One window as the API shows it.
@@ -181,6 +189,20 @@ class WindowView:
             "current": self.detail_current,
         }
 
+    def reasons_shown(self, *, with_curves: bool) -> dict[str, str]:
+        """:attr:`reasons` plus why a document shown as null is null: ``detail`` (and
+        ``curves`` in the single-window view) of a computed window."""
+        reasons = dict(self.reasons)
+        if self.computed_at is None:  # pending: ``status`` says why
+            return reasons
+        why = NO_LABELLED_DETAIL if self.n <= 0 else DETAIL_PENDING
+        if self.detail_computed_at is None:
+            reasons["detail"] = why
+        if with_curves and self.curves is None:
+            computed = self.detail_computed_at is not None and self.n > 0
+            reasons["curves"] = NO_SCORE_HISTOGRAMS if computed else why
+        return reasons
+
     def to_dict(self, *, with_curves: bool = False) -> dict[str, Any]:
         """The contract's JSON shape (datetimes as ISO 8601 UTC strings)."""
         out: dict[str, Any] = {
@@ -193,7 +215,7 @@ class WindowView:
             "prior": self.prior,
             "status": self.status,
             "metrics": self.metrics,
-            "reasons": self.reasons,
+            "reasons": self.reasons_shown(with_curves=with_curves),
             "intervals": self.intervals,
             "drift": self.drift,
             "computed_at": None if self.computed_at is None else iso(self.computed_at),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -17,8 +19,11 @@ from app.services.window_compute import compute_window_result
 from app.services.window_estimate import (
     ERROR_REASON_KEY,
     MORE_LABELLED_REASON,
+    NO_REFERENCE,
+    UnusableReference,
     estimate_document,
     estimate_error,
+    guarded_estimate_document,
 )
 from app.services.window_sums import WindowSums, sums_seed
 
@@ -125,15 +130,48 @@ def test_no_error_when_more_rows_are_labelled_than_scored() -> None:
     assert alone.estimate is None and ERROR_REASON_KEY not in alone.reasons
 
 
-def test_no_estimate_without_a_usable_reference() -> None:
+def test_no_estimate_without_a_usable_reference_and_the_reason() -> None:
     rng = np.random.default_rng(3)
     window = _unlabelled(STREAM.window(rng, n=1_000, prior=0.1))
     assert estimate_document(MODEL, window.unlabelled, None, None) is None
+    assert guarded_estimate_document(MODEL, window.unlabelled, None, None) == (None, NO_REFERENCE)
     negatives_only = STREAM.window(rng, n=1_000, prior=0.0)
     ref = (negatives_only.positives.astype(np.int64), negatives_only.negatives.astype(np.int64))
-    assert estimate_document(MODEL, window.unlabelled, ref, None) is None
+    with pytest.raises(UnusableReference, match="needs examples of both classes"):
+        estimate_document(MODEL, window.unlabelled, ref, None)
+    estimate, why = guarded_estimate_document(MODEL, window.unlabelled, ref, None)
+    assert estimate is None and why is not None and "cannot identify a prior" in why
+    # no unlabelled row: nothing to estimate, and nothing to explain
     assert estimate_document(MODEL, None, ref, None) is None
-    assert estimate_document(MODEL, np.zeros(EDGES.size - 1, dtype=np.int64), ref, None) is None
+    assert guarded_estimate_document(MODEL, None, ref, None) == (None, None)
+    empty = np.zeros(EDGES.size - 1, dtype=np.int64)
+    assert guarded_estimate_document(MODEL, empty, ref, None) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("drift", "in_period", "with_reference", "reason"),
+    [
+        ({}, False, False, "no drift reference is configured for this model"),
+        (MODEL.drift, True, False, "the window belongs to the drift reference period"),
+        (MODEL.drift, False, False, "the reference period holds no data yet"),
+    ],
+)
+def test_a_window_with_unlabelled_rows_says_why_it_has_no_estimate(
+    drift: dict[str, object], in_period: bool, with_reference: bool, reason: str
+) -> None:
+    """reasons["estimate"] names the missing reference, labelled rows or not."""
+    rng = np.random.default_rng(8)
+    model = replace(MODEL, drift=drift)
+    scored = _unlabelled(STREAM.window(rng, n=2_000, prior=0.1))
+    labelled = _labelled(STREAM.window(rng, n=2_000, prior=0.1))
+    for window in (scored, scored + labelled):
+        result = compute_window_result(model, window, None, in_reference_period=in_period)
+        assert result.estimate is None
+        assert result.reasons["estimate"] == reason
+    alone = compute_window_result(model, labelled, None, in_reference_period=in_period)
+    assert "estimate" not in alone.reasons  # no unlabelled row: no estimate expected
+    if not in_period:
+        assert result.drift.get("detail") == reason  # the drift verdict says the same
 
 
 def test_unlabelled_rows_merge_and_enter_the_digest() -> None:
