@@ -81,6 +81,9 @@ class Model(Base):
     "alpha", "min_prior_effect", "min_likelihood_effect", "min_class_count",
     "test_bins"} (the fields of app.drift.settings.DriftSettings plus the reference)."""
     n_bins: Mapped[int] = mapped_column(Integer)
+    retention: Mapped[str | None] = mapped_column(String(16))
+    """How long windows are kept after they end ("90d"; app/services/retention.py), or
+    null: kept forever. The worker's housekeeping deletes older windows."""
     bin_edges: Mapped[npt.NDArray[np.float64]] = mapped_column(Float64Array)
     """float64, shape (n_bins + 1,): bin j is [edges[j], edges[j+1]), the last one closed."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
