@@ -7,8 +7,8 @@ Create Date: 2026-11-26
 A nullable duration text ("90d") on ``model``; null (every existing model)
 keeps every window, as before. The worker's housekeeping deletes the windows
 older than it (app/services/retention.py). The column is added and dropped in
-place (``recreate="never"``): on SQLite a copy of ``model`` would have to drop
-the table its windows, batches and keys refer to.
+place (``recreate="never"``; SQLite drops columns since 3.35): no copy of the
+table every other one refers to.
 """
 
 from __future__ import annotations
