@@ -49,8 +49,9 @@ def delete_batches_received_before(session: Session, cutoff: datetime, *, limit:
 
 
 def lock_model(session: Session, model_id: int) -> Model | None:
-    """The model's row, locked (None when it is gone)."""
-    return session.scalars(select(Model).where(Model.id == model_id).with_for_update()).first()
+    """The model's row, locked and read again (None when it is gone)."""
+    locked = select(Model).where(Model.id == model_id).with_for_update()
+    return session.scalars(locked.execution_options(populate_existing=True)).first()
 
 
 def _lock_windows(session: Session, model_id: int, starts: list[datetime] | None = None) -> None:

@@ -131,8 +131,10 @@ def update_model(session: Session, model: Model, data: ModelUpdate, now: datetim
     on PostgreSQL): the row is re-read under the lock, so concurrent updates
     and the embedded worker cannot make the read-then-write fail or lose a field.
     """
+    model_id, name = model.id, model.name  # read before the transaction may expire them
     with write_transaction(session):
-        session.refresh(model, with_for_update=True)
+        if db_retention.lock_model(session, model_id) is None:  # deleted meanwhile
+            raise ModelNotFound(f"no model named {name!r}")
         _apply_update(session, model, data, now)
     AUTH_CACHE.clear()  # batches see the new settings at once (app/services/auth_cache.py)
     return model
@@ -175,9 +177,10 @@ def delete_model(session: Session, model: Model) -> None:
     (app/services/auth_cache.py), and a batch that raced the deletion answers
     404 (app/services/ingestion.py).
     """
+    model_id, name = model.id, model.name  # read before the transaction may expire them
     with write_transaction(session):
-        if not db_retention.delete_model(session, model.id):
-            raise ModelNotFound(f"no model named {model.name!r}")
+        if not db_retention.delete_model(session, model_id):
+            raise ModelNotFound(f"no model named {name!r}")
     AUTH_CACHE.clear()  # after the commit: a lookup racing with it cannot re-cache it
 
 

@@ -29,6 +29,9 @@ from app.db.models import QuarantinedDelta
 from app.db.session import write_transaction
 from app.services.errors import ModelNotFound
 from app.services.ingestion import ingest_batch
+from app.services.keys import create_key
+from app.services.model_settings import ModelUpdate
+from app.services.models import get_model, update_model
 from app.services.reference_cache import ReferenceCache
 from app.services.window_refresh import Outcome, claim_windows, refresh_group
 
@@ -194,3 +197,19 @@ def test_a_claimed_group_with_a_deleted_model_stores_its_other_windows(
         assert by_model == {(gone.id, Outcome.FENCED_OUT), (kept.id, Outcome.STORED)}
         assert len(metrics_rows(factory, kept.id)) == sum(c.model.id == kept.id for c in group)
         assert set(_rows_of(factory, gone.id).values()) == {0}
+
+
+def test_updates_and_new_keys_of_a_model_deleted_meanwhile_are_model_not_found(
+    database_url: str,
+) -> None:
+    """The admin's request read the model, another one deleted it: 404, not a 500."""
+    with session_factory_for(database_url) as factory:
+        register_model(factory)
+        with factory() as updating, factory() as keying:
+            stale, also_stale = get_model(updating, "fraud"), get_model(keying, "fraud")
+            with factory() as other, write_transaction(other):
+                assert db_retention.delete_model(other, stale.id)
+            with pytest.raises(ModelNotFound):
+                update_model(updating, stale, ModelUpdate(pi0=0.2), utcnow())
+            with pytest.raises(ModelNotFound):
+                create_key(keying, also_stale, ["read"], utcnow())
