@@ -31,7 +31,7 @@ from app.services.errors import ModelNotFound
 from app.services.ingestion import ingest_batch
 from app.services.keys import create_key
 from app.services.model_settings import ModelUpdate
-from app.services.models import get_model, update_model
+from app.services.models import delete_model, get_model, update_model
 from app.services.reference_cache import ReferenceCache
 from app.services.window_refresh import Outcome, claim_windows, refresh_group
 
@@ -199,16 +199,19 @@ def test_a_claimed_group_with_a_deleted_model_stores_its_other_windows(
         assert set(_rows_of(factory, gone.id).values()) == {0}
 
 
-def test_updates_and_new_keys_of_a_model_deleted_meanwhile_are_model_not_found(
+def test_updates_deletions_and_new_keys_of_a_model_deleted_meanwhile_are_model_not_found(
     database_url: str,
 ) -> None:
     """The admin's request read the model, another one deleted it: 404, not a 500."""
     with session_factory_for(database_url) as factory:
         register_model(factory)
-        with factory() as updating, factory() as keying:
+        with factory() as updating, factory() as keying, factory() as deleting:
             stale, also_stale = get_model(updating, "fraud"), get_model(keying, "fraud")
-            with factory() as other, write_transaction(other):
-                assert db_retention.delete_model(other, stale.id)
+            deleted_twice = get_model(deleting, "fraud")
+            with factory() as other:
+                delete_model(other, get_model(other, "fraud"))
+            with pytest.raises(ModelNotFound):
+                delete_model(deleting, deleted_twice)
             with pytest.raises(ModelNotFound):
                 update_model(updating, stale, ModelUpdate(pi0=0.2), utcnow())
             with pytest.raises(ModelNotFound):

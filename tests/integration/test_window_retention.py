@@ -13,7 +13,9 @@ from _worker_support import fold_pending, post_batch, register_model, session_fa
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.db import retention as db_retention
 from app.db.models import Batch, BatchDelta, Model, WindowAggregate, WindowMetrics
+from app.services.retention import delete_expired_windows
 from app.services.windowing import window_start
 from app.worker.jobs import DatabaseJobs
 
@@ -91,3 +93,25 @@ def test_housekeeping_deletes_windows_past_the_retention_but_not_the_reference(
         assert jobs.windows_deleted == 2
         assert _starts(factory, WindowAggregate, forever.id) == set(ago.values())
         assert jobs.housekeeping() == 0 and jobs.windows_deleted == 2  # nothing more to do
+
+
+def test_a_model_deleted_while_the_housekeeping_runs_is_skipped(
+    database_url: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listed with a retention, gone when its turn comes: nothing to delete, no error;
+    the next model is still served, a transaction at a time (``limit``)."""
+    with session_factory_for(database_url) as factory:
+        models = [register_model(factory, name, retention="1h") for name in ("gone", "kept")]
+        rng = np.random.default_rng(4)
+        for model in models:
+            for h in (5, 6, 7):
+                post_batch(factory, model, settings, at=utcnow() - h * timedelta(hours=1), rng=rng)
+        lock_model = db_retention.lock_model
+
+        def vanished(session: Session, model_id: int) -> Model | None:
+            return None if model_id == models[0].id else lock_model(session, model_id)
+
+        monkeypatch.setattr(db_retention, "lock_model", vanished)
+        assert delete_expired_windows(factory, limit=2) == 3
+        assert len(_starts(factory, WindowAggregate, models[0].id)) == 3
+        assert _starts(factory, WindowAggregate, models[1].id) == set()
