@@ -92,6 +92,9 @@ class Model(Base):
     __table_args__ = (
         CheckConstraint("pi0 > 0 AND pi0 < 1", name="pi0_open_unit"),
         CheckConstraint("n_bins > 0", name="n_bins_positive"),
+        # a deleted model's id is never given again (SQLite would reuse the largest):
+        # what is keyed by model id in a cache can never be taken for another model's
+        {"sqlite_autoincrement": True},
     )
 
     @property

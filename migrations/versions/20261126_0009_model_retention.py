@@ -6,9 +6,15 @@ Create Date: 2026-11-26
 
 A nullable duration text ("90d") on ``model``; null (every existing model)
 keeps every window, as before. The worker's housekeeping deletes the windows
-older than it (app/services/retention.py). The column is added and dropped in
-place (``recreate="never"``; SQLite drops columns since 3.35): no copy of the
-table every other one refers to.
+older than it (app/services/retention.py).
+
+On SQLite the upgrade also copies ``model`` into a table with AUTOINCREMENT
+ids: a deleted model's id is never given again (SQLite would give the largest
+one again), so nothing keyed by a model id (a worker's reference cache, a
+stale claim) can be taken for another model's. The migration connection does
+not enforce foreign keys, so the copy leaves the rows referring to ``model``
+alone. The downgrade drops the column in place (SQLite 3.35+) and keeps
+AUTOINCREMENT.
 """
 
 from __future__ import annotations
@@ -25,7 +31,12 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("model", recreate="never") as batch:
+    sqlite = op.get_bind().dialect.name == "sqlite"
+    with op.batch_alter_table(
+        "model",
+        recreate="always" if sqlite else "never",
+        table_kwargs={"sqlite_autoincrement": True},
+    ) as batch:
         batch.add_column(sa.Column("retention", sa.String(length=16), nullable=True))
 
 

@@ -1,4 +1,5 @@
-"""Migration 0009 (``model.retention``): down and up again, no row of a model is lost."""
+"""Migration 0009 (``model.retention``, AUTOINCREMENT model ids on SQLite): down and up
+again, no row of a model is lost; a deleted model's id is not given again."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from _worker_support import post_batch, register_model, session_factory_for, utc
 from alembic import command
 
 from app.config import Settings
+from app.db import retention as db_retention
 from app.db.migrate import alembic_config, upgrade_to_head
+from app.db.session import write_transaction
 
 
 def _counts(engine: sa.Engine) -> dict[str, int]:
@@ -40,3 +43,13 @@ def test_downgrade_and_upgrade_keep_every_row(database_url: str, settings: Setti
         assert _counts(engine) == before
         with engine.connect() as connection:
             assert connection.scalar(sa.text("SELECT retention FROM model")) is None
+
+
+def test_a_deleted_model_id_is_never_given_again(database_url: str) -> None:
+    with session_factory_for(database_url) as factory:
+        first = register_model(factory, "first")
+        last = register_model(factory, "last")
+        with factory() as session, write_transaction(session):
+            assert db_retention.delete_model(session, last.id)
+        again = register_model(factory, "last")
+        assert again.id > last.id > first.id
