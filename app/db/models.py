@@ -314,7 +314,7 @@ class QuarantinedDelta(Base):
     checks should have refused); each delta that cannot be folded moves
     here, out of ``batch_delta``, in the claim's transaction, and the others
     are folded (app/services/window_refresh.py). Rows are kept until their
-    model is deleted: the exporter counts them
+    window (past the model's retention) or their model is deleted: the exporter counts them
     (``priorwatch_deltas_quarantined_total``) and still counts their batches
     and rows as accepted. docs/operations.md says what to do with them.
     """
