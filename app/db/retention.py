@@ -14,7 +14,11 @@ waits for the deletion or the deletion for it, never both. A claim that lost
 its windows this way is fenced out at completion (its rows are gone), and the
 rest of its group is stored. While the model's row is locked no batch of the
 model can insert (its rows refer to the model), so no delta can be left
-behind for a deleted window.
+behind for a deleted window. One order differs: a claim that quarantines a
+delta (app/db/queue.py) refers to the model after locking aggregates; should
+it meet a deletion of the same model halfway, PostgreSQL fails one of the two
+(a deadlock: the worker backs off and claims again, the request answers 503
+with Retry-After).
 """
 
 from __future__ import annotations
