@@ -81,6 +81,9 @@ class Model(Base):
     "alpha", "min_prior_effect", "min_likelihood_effect", "min_class_count",
     "test_bins"} (the fields of app.drift.settings.DriftSettings plus the reference)."""
     n_bins: Mapped[int] = mapped_column(Integer)
+    retention: Mapped[str | None] = mapped_column(String(16))
+    """How long windows are kept after they end ("90d"; app/services/retention.py), or
+    null: kept forever. The worker's housekeeping deletes older windows."""
     bin_edges: Mapped[npt.NDArray[np.float64]] = mapped_column(Float64Array)
     """float64, shape (n_bins + 1,): bin j is [edges[j], edges[j+1]), the last one closed."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -89,6 +92,9 @@ class Model(Base):
     __table_args__ = (
         CheckConstraint("pi0 > 0 AND pi0 < 1", name="pi0_open_unit"),
         CheckConstraint("n_bins > 0", name="n_bins_positive"),
+        # a deleted model's id is never given again (SQLite would reuse the largest):
+        # what is keyed by model id in a cache can never be taken for another model's
+        {"sqlite_autoincrement": True},
     )
 
     @property
@@ -308,7 +314,7 @@ class QuarantinedDelta(Base):
     checks should have refused); each delta that cannot be folded moves
     here, out of ``batch_delta``, in the claim's transaction, and the others
     are folded (app/services/window_refresh.py). Rows are kept until their
-    model is deleted: the exporter counts them
+    window (past the model's retention) or their model is deleted: the exporter counts them
     (``priorwatch_deltas_quarantined_total``) and still counts their batches
     and rows as accepted. docs/operations.md says what to do with them.
     """

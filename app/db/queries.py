@@ -47,6 +47,10 @@ def get_model_by_name(session: Session, name: str) -> Model | None:
     return session.scalars(select(Model).where(Model.name == name)).one_or_none()
 
 
+def model_exists(session: Session, model_id: int) -> bool:
+    return session.scalar(select(Model.id).where(Model.id == model_id)) is not None
+
+
 def list_models(
     session: Session, *, after: str | None = None, limit: int | None = None
 ) -> Sequence[Model]:

@@ -55,7 +55,7 @@ from app.services.batch_parsing import ParsedBatch, parse_batch
 from app.services.count_limits import FOLDED_TOTAL_TTL_SECONDS, check_room
 from app.services.deltas import Delta
 from app.services.engine_cache import EngineCache
-from app.services.errors import MalformedBody
+from app.services.errors import MalformedBody, ModelNotFound
 from app.services.model_config import ModelConfig
 from app.services.windowing import isoformat_z
 
@@ -248,8 +248,11 @@ def ingest_batch(
     except IntegrityError:
         # Another process stored the same key between our lookup and our write
         # (possible on SQLite with several processes; PostgreSQL holds an
-        # advisory lock). The key now exists: answer as a replay would.
+        # advisory lock). The key now exists: answer as a replay would. Or the
+        # model was deleted meanwhile (its rows' foreign key failed): 404.
         session.rollback()
+        if not queries.model_exists(session, model.id):
+            raise ModelNotFound(f"no model named {model.name!r}") from None
         replay = _lookup_replay(session, model.id, key, body_hash)
         if replay is None:
             raise

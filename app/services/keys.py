@@ -13,13 +13,14 @@ import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db import queries
 from app.db.models import ApiKey, Model
 from app.db.session import write_transaction
 from app.services.auth_cache import AUTH_CACHE
-from app.services.errors import ApiKeyNotFound
+from app.services.errors import ApiKeyNotFound, ModelNotFound
 
 TOKEN_PREFIX = "pw_"
 DISPLAY_PREFIX_LENGTH = 10
@@ -41,9 +42,13 @@ def create_key(
 ) -> tuple[ApiKey, str]:
     """Store a new key of ``model`` and commit; returns the row and the clear token."""
     token = new_token()
-    with write_transaction(session):
-        key = _new_key(model.id, token, scopes, now)
-        session.add(key)
+    model_id, name = model.id, model.name  # read before the transaction may expire them
+    try:
+        with write_transaction(session):
+            key = _new_key(model_id, token, scopes, now)
+            session.add(key)
+    except IntegrityError:  # its model was deleted meanwhile
+        raise ModelNotFound(f"no model named {name!r}") from None
     return key, token
 
 

@@ -29,6 +29,7 @@ class ModelConfig:
     drift : drift settings document (see :class:`app.db.models.Model`).
     bin_edges : float64, shape (n_bins + 1,); bin j is [edges[j], edges[j+1]).
     updated_at : when the settings were last changed (None if not read from a row).
+    retention : how long windows are kept after they end ("90d"), or None: forever.
     """
 
     id: int
@@ -42,6 +43,7 @@ class ModelConfig:
     drift: dict[str, Any]
     bin_edges: npt.NDArray[np.float64]
     updated_at: datetime | None = None
+    retention: str | None = None
 
     @classmethod
     def from_row(cls, model: Model) -> ModelConfig:
@@ -59,6 +61,7 @@ class ModelConfig:
             drift=dict(model.drift),
             bin_edges=edges,
             updated_at=model.updated_at,
+            retention=model.retention,
         )
 
     @property

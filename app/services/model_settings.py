@@ -27,6 +27,7 @@ from pydantic import (
 from app.db.models import ALL_SEGMENTS_LABEL
 from app.drift.settings import DriftSettings
 from app.metrics.cost import UnitCosts
+from app.services.retention import RETENTION_PATTERN
 from app.services.timestamps import Instant
 
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -35,6 +36,15 @@ SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 Slug = Annotated[str, StringConstraints(pattern=SLUG_PATTERN)]
 WindowName = Literal["5m", "15m", "1h", "6h", "1d", "1w"]
 Probability = Annotated[float, Field(gt=0.0, lt=1.0, allow_inf_nan=False)]
+Retention = Annotated[
+    str,
+    StringConstraints(pattern=RETENTION_PATTERN),
+    Field(
+        description="how long windows are kept after they end, in hours, days or weeks "
+        "(36h, 90d, 52w; at least one window); null keeps every window",
+        examples=["90d"],
+    ),
+]
 
 _DRIFT_DEFAULTS = DriftSettings()
 MAX_BINS = 100_000
@@ -206,6 +216,7 @@ class ModelCreate(_Strict):
         description="score resolution: logit-uniform bins before the thresholds are "
         "inserted as extra edges (the model's n_bins is the resulting count)",
     )
+    retention: Retention | None = None
 
     @field_validator("thresholds")
     @classmethod
@@ -251,6 +262,7 @@ class ModelUpdate(_Strict):
     segments: list[Slug] | None = Field(default=None, max_length=256)
     sla: list[SlaObjective] | None = Field(default=None, max_length=64)
     drift: DriftConfig | None = None
+    retention: Retention | None = None
     # fixed at creation: accepted only when unchanged
     name: str | None = None
     window: str | None = None
@@ -284,5 +296,8 @@ class ModelPublic(BaseModel):
     sla: list[dict[str, Any]]
     drift: dict[str, Any]
     n_bins: int = Field(description="number of score bins a histogram batch must have")
+    retention: str | None = Field(
+        description="how long windows are kept after they end; null: every window is kept"
+    )
     created_at: datetime
     updated_at: datetime

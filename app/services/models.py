@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.db import queries
+from app.db import retention as db_retention
 from app.db.models import Model
 from app.db.queue import invalidate_windows
 from app.db.session import write_transaction
@@ -31,6 +32,7 @@ from app.services.auth_cache import AUTH_CACHE
 from app.services.errors import ModelAlreadyExists, ModelNotFound
 from app.services.metric_names import check_metric_name
 from app.services.model_settings import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
+from app.services.retention import check_retention
 from app.services.sla_objectives import Objective
 
 
@@ -85,6 +87,7 @@ def create_model(session: Session, data: ModelCreate, now: datetime) -> Model:
         sla=_check_sla(data.sla),
         drift=data.drift.to_document(),
         n_bins=int(edges.size - 1),
+        retention=check_retention(data.retention, data.window),
         bin_edges=edges,
         created_at=now,
         updated_at=now,
@@ -128,8 +131,10 @@ def update_model(session: Session, model: Model, data: ModelUpdate, now: datetim
     on PostgreSQL): the row is re-read under the lock, so concurrent updates
     and the embedded worker cannot make the read-then-write fail or lose a field.
     """
+    model_id, name = model.id, model.name  # read before the transaction may expire them
     with write_transaction(session):
-        session.refresh(model, with_for_update=True)
+        if db_retention.lock_model(session, model_id) is None:  # deleted meanwhile
+            raise ModelNotFound(f"no model named {name!r}")
         _apply_update(session, model, data, now)
     AUTH_CACHE.clear()  # batches see the new settings at once (app/services/auth_cache.py)
     return model
@@ -154,10 +159,29 @@ def _apply_update(session: Session, model: Model, data: ModelUpdate, now: dateti
         if data.drift is None:
             raise InvalidInput("drift", "must be an object (send {} for the defaults)")
         model.drift = data.drift.to_document()
+    if "retention" in sent:
+        model.retention = check_retention(data.retention, model.window)
     model.updated_at = now
     if sent & RECOMPUTE_ON_CHANGE:
         # stored window results depend on these: the worker recomputes them
         invalidate_windows(session, model.id, now=now, detail_due=True)
+
+
+def delete_model(session: Session, model: Model) -> None:
+    """Delete ``model`` with every row of it (windows, results, deltas, batches, keys)
+    and commit; ModelNotFound when another request deleted it first.
+
+    A worker holding some of its windows is fenced out when it completes
+    (app/db/retention.py). Other processes' caches answer for it no longer:
+    each use of a cached key or model is checked against the database
+    (app/services/auth_cache.py), and a batch that raced the deletion answers
+    404 (app/services/ingestion.py).
+    """
+    model_id, name = model.id, model.name  # read before the transaction may expire them
+    with write_transaction(session):
+        if not db_retention.delete_model(session, model_id):
+            raise ModelNotFound(f"no model named {name!r}")
+    AUTH_CACHE.clear()  # after the commit: a lookup racing with it cannot re-cache it
 
 
 MODELS_PAGE_MAX = 1000
@@ -213,6 +237,7 @@ def to_public(model: Model) -> ModelPublic:
         sla=list(model.sla),
         drift=dict(model.drift),
         n_bins=model.n_bins,
+        retention=model.retention,
         created_at=model.created_at,
         updated_at=model.updated_at,
     )

@@ -8,7 +8,9 @@ completion are shared by the group.
 Besides windows, it runs the housekeeping: every ``housekeeping_interval_seconds``,
 before a claim, batch rows older than the idempotency retention are deleted
 (app/db/retention.py), in transactions of at most :data:`HOUSEKEEPING_BATCH`
-rows. Folded deltas need no housekeeping: the fold deletes them.
+rows, then the windows past their model's ``retention``
+(app/services/retention.py), at most :data:`HOUSEKEEPING_WINDOWS` window
+starts per transaction. Folded deltas need no housekeeping: the fold deletes them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from app.db.retention import delete_batches_received_before
 from app.db.session import write_transaction
 from app.services.detail_budget import DetailBudget
 from app.services.reference_cache import REFERENCE_CACHE_MB, ReferenceCache
+from app.services.retention import delete_expired_windows
 from app.services.window_refresh import (
     ClaimedWindow,
     Outcome,
@@ -37,6 +40,8 @@ log = logging.getLogger("priorwatch.worker")
 
 HOUSEKEEPING_BATCH = 5_000
 """Most batch rows one housekeeping transaction deletes."""
+HOUSEKEEPING_WINDOWS = 500
+"""Most window starts (of one model) one housekeeping transaction deletes."""
 
 
 class DatabaseJobs:
@@ -90,9 +95,11 @@ class DatabaseJobs:
         self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
         self._next_housekeeping = time.monotonic()
         self.batches_deleted = 0
+        self.windows_deleted = 0
 
     def housekeeping(self) -> int:
-        """Delete the batch rows older than the retention; returns how many."""
+        """Delete the batch rows older than the idempotency retention, then the windows
+        past their model's retention; returns how many batch rows."""
         deleted = 0
         while True:
             with self.session_factory() as session, write_transaction(session):
@@ -104,6 +111,10 @@ class DatabaseJobs:
         if deleted:
             log.info("housekeeping: %d batch rows past the retention deleted", deleted)
         self.batches_deleted += deleted
+        windows = delete_expired_windows(self.session_factory, limit=HOUSEKEEPING_WINDOWS)
+        if windows:
+            log.info("housekeeping: %d window starts past their model's retention deleted", windows)
+        self.windows_deleted += windows
         return deleted
 
     def claim(self) -> list[ClaimedWindow] | None:

@@ -1,4 +1,4 @@
-"""Models: register (admin), list (admin), read, update (admin), bins."""
+"""Models: register (admin), list (admin), read, update (admin), delete (admin), bins."""
 
 from __future__ import annotations
 
@@ -69,6 +69,17 @@ def get_model(model: AnyScopeModelDep) -> ModelPublic:
 )
 def update_model(data: ModelUpdate, model: AdminModelDep, session: SessionDep) -> ModelPublic:
     return service.to_public(service.update_model(session, model, data, datetime.now(UTC)))
+
+
+@router.delete(
+    "/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=PROBLEMS,
+    summary="Delete the model with its windows, batches and keys (admin)",
+)
+def delete_model(model: AdminModelDep, session: SessionDep) -> Response:
+    service.delete_model(session, model)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.get(

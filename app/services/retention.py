@@ -1,0 +1,114 @@
+"""Window retention: how long a model's windows are kept, and which ones may go.
+
+A model's ``retention`` setting (a duration such as ``"90d"``; null keeps
+every window) bounds how long a window is kept after it ends. The worker's
+housekeeping (app/worker/jobs.py) deletes older windows with every row of
+theirs (app/db/retention.py), except the windows the drift reference of a
+kept window sums: a fixed reference period's windows are never deleted, and
+with trailing windows the k windows before the oldest kept one stay.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import retention as db_retention
+from app.db.models import Model
+from app.db.queue import database_now
+from app.db.session import write_transaction
+from app.errors import InvalidInput
+from app.services.drift_reference import reference_period
+from app.services.model_config import ModelConfig
+from app.services.windowing import window_length, window_start
+
+RETENTION_PATTERN = r"^[1-9][0-9]{0,4}[hdw]$"
+"""A retention: a positive whole number of hours, days or weeks ("36h", "90d", "52w")."""
+
+_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
+
+
+def parse_retention(text: str) -> timedelta:
+    """The duration a retention names (its syntax is checked by :data:`RETENTION_PATTERN`).
+
+    >>> parse_retention("90d")
+    datetime.timedelta(days=90)
+    """
+    match = re.fullmatch(RETENTION_PATTERN, text)
+    if match is None:
+        raise InvalidInput("retention", f"{text!r} is not a duration such as 36h, 90d or 52w")
+    return int(text[:-1]) * _UNITS[text[-1]]
+
+
+def check_retention(text: str | None, window: str) -> str | None:
+    """``text`` if it is null or at least one window of the model (InvalidInput otherwise)."""
+    if text is not None and parse_retention(text) < window_length(window):
+        raise InvalidInput("retention", f"must be at least one window of the model ({window})")
+    return text
+
+
+def kept_for(model: ModelConfig) -> timedelta | None:
+    """How long after its end a window of ``model`` is kept; None: forever.
+
+    The one place where the label horizon plugs in: once models have a
+    ``label_horizon`` (labels still arrive for windows younger than it), return
+    ``max(retention, label_horizon)`` here, and no younger window is deleted.
+    """
+    return None if model.retention is None else parse_retention(model.retention)
+
+
+@dataclass(frozen=True)
+class Expired:
+    """The windows of a model that the housekeeping deletes: those starting before
+    ``before``, except those starting in ``keep`` ([from, to): the fixed drift
+    reference period), if set."""
+
+    before: datetime
+    keep: tuple[datetime, datetime] | None
+
+
+def expired_windows(model: ModelConfig, now: datetime) -> Expired | None:
+    """Which windows of ``model`` are past its retention at ``now`` (None: none may go).
+
+    A window is past it when it ended at least :func:`kept_for` before ``now``.
+    """
+    kept = kept_for(model)
+    if kept is None:
+        return None
+    oldest_kept = window_start(now - kept, model.window)  # it ends after now - kept
+    period = reference_period(model, oldest_kept)
+    if period is None:
+        return Expired(oldest_kept, None)
+    if model.drift["reference"].get("trailing_windows"):
+        return Expired(period.start, None)  # the oldest kept window's reference stays
+    return Expired(oldest_kept, (period.start, period.end))
+
+
+def delete_expired_windows(factory: sessionmaker[Session], *, limit: int) -> int:
+    """Delete every model's windows past its retention, in transactions of at most
+    ``limit`` window starts; returns how many starts were deleted.
+
+    Each transaction locks the model's row and reads its settings under the
+    lock, so a retention or drift reference changed meanwhile is honoured.
+    """
+    with factory() as session:
+        now = database_now(session)
+        ids = session.scalars(select(Model.id).where(Model.retention.is_not(None))).all()
+    deleted = 0
+    for model_id in ids:
+        done = limit
+        while done == limit:
+            with factory() as session, write_transaction(session):
+                row = db_retention.lock_model(session, model_id)
+                expired = None if row is None else expired_windows(ModelConfig.from_row(row), now)
+                if expired is None:
+                    break
+                done = db_retention.delete_windows(
+                    session, model_id, expired.before, expired.keep, limit=limit
+                )
+            deleted += done
+    return deleted
