@@ -128,7 +128,8 @@ def estimate_document(
             WindowHistograms(reference[0], reference[1], model.bin_edges)
         )
     except InvalidInput as exc:
-        raise UnusableReference("drift reference", f"cannot identify a prior ({exc.reason})") from exc
+        why = f"cannot identify a prior ({exc.reason})"
+        raise UnusableReference("drift reference", why) from exc
     estimate = estimate_window(
         mixture,
         unlabelled,
