@@ -286,6 +286,12 @@ def update_model(
         int | None, _setting("fewest examples of a class for a drift test")
     ] = None,
     drift_test_bins: Annotated[int | None, _setting("bins of the drift tests")] = None,
+    retention: Annotated[
+        str | None, _setting("how long windows are kept, e.g. '90d' (docs/operations.md)")
+    ] = None,
+    keep_everything: Annotated[
+        bool, typer.Option("--keep-everything", help="remove the retention: keep every window")
+    ] = False,
     body: BodyOption = None,
 ) -> None:
     """Change NAME's settings and print them as the service stored them.
@@ -297,6 +303,10 @@ def update_model(
     doc = _read_body(body)
     given = {"description": description, "pi0": pi0, "cost_ratio": cost_ratio}
     doc.update({k: v for k, v in given.items() if v is not None})
+    if retention is not None and keep_everything:
+        fail("--keep-everything contradicts the retention given", EXIT_USAGE)
+    if retention is not None or keep_everything:
+        doc["retention"] = retention
     if costs is not None:
         doc["costs"] = parse_costs(costs)
     for listed, items, clear, flag in (

@@ -187,6 +187,13 @@ def test_models_update_round_trip_and_keys_list(service: str) -> None:
     assert bad_costs.exit_code == EXIT_USAGE and "NAME=NUMBER" in bad_costs.output
     refused = admin(service, "models", "update", "cli-update", "--pi0", "1.5")
     assert refused.exit_code == EXIT_SERVICE and "pi0" in refused.output
+    kept = admin(service, "models", "update", "cli-update", "--retention", "90d")
+    assert json.loads(kept.stdout)["retention"] == "90d", kept.output
+    forever = admin(service, "models", "update", "cli-update", "--keep-everything")
+    assert json.loads(forever.stdout)["retention"] is None, forever.output
+    clash = ("--retention", "1d", "--keep-everything")
+    both = admin(service, "models", "update", "cli-update", *clash)
+    assert both.exit_code == EXIT_USAGE and "--keep-everything" in both.output
 
     revoked = json.loads(admin(service, "keys", "create", "cli-update", "--json").stdout)
     assert admin(service, "keys", "revoke", "cli-update", revoked["id"]).exit_code == 0
