@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from app.drift.histograms import FloatArray
 from app.estimation.sampling import GroupedSampling
@@ -71,4 +70,6 @@ def mixture_fit_test(counts: FloatArray, sampling: GroupedSampling) -> MixtureFi
     z = complement.T @ residual
     cov = complement.T @ sampling.residual_cov() @ complement
     statistic = float(z @ np.linalg.solve(cov, z))
-    return MixtureFitTest(statistic, df, float(stats.chi2.sf(statistic, df)))
+    from scipy.stats import chi2  # imported on first use: keeps scipy.stats out of start-up
+
+    return MixtureFitTest(statistic, df, float(chi2.sf(statistic, df)))

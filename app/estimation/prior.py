@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
 
 from app.drift.histograms import FloatArray
 
@@ -132,7 +132,9 @@ def profile_interval(
     lower, upper : float
         The interval's ends in [0, 1], lower <= prior <= upper.
     """
-    q = float(stats.chi2.ppf(level, 1))
+    from scipy.stats import chi2  # imported on first use: keeps scipy.stats out of start-up
+
+    q = float(chi2.ppf(level, 1))
     top = mixture_log_likelihood(counts, f_positive, f_negative, prior)
 
     def excess(pi: float) -> float:
@@ -159,7 +161,9 @@ def equal_prior_p_value(
     """
     top = mixture_log_likelihood(counts, f_positive, f_negative, prior)
     at_null = mixture_log_likelihood(counts, f_positive, f_negative, null_prior)
-    return float(stats.chi2.sf(max(scale * 2.0 * (top - at_null), 0.0), 1))
+    from scipy.stats import chi2
+
+    return float(chi2.sf(max(scale * 2.0 * (top - at_null), 0.0), 1))
 
 
 def adjusted_count_prior(share_predicted_positive: float, tpr: float, fpr: float) -> float | None:

@@ -39,7 +39,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from app.drift.histograms import FloatArray
 from app.drift.two_sample import coarsen
@@ -126,8 +125,10 @@ def specification_test(
     s = rows @ cov @ rows.T
     df = int(np.linalg.matrix_rank(s))  # 0 only for degenerate classes: then no test
     statistic = float(differences @ np.linalg.pinv(s, hermitian=True) @ differences)
+    from scipy.stats import chi2  # imported on first use: keeps scipy.stats out of start-up
+
     return SpecificationTest(
-        *((statistic, df, float(stats.chi2.sf(statistic, df))) if df else (None, 0, None))
+        *((statistic, df, float(chi2.sf(statistic, df))) if df else (None, 0, None))
     )
 
 

@@ -163,13 +163,19 @@ class ScoringReference:
     def warm_up(self, priors: Iterable[float] = ()) -> None:
         """Build the prior-free parts now, and the AUC-PR and lift nodes around ``priors``.
 
-        Optional: everything is otherwise built on first use. A worker may call
-        it at start with the priors it expects, so that no window pays for a
-        node (about 0.1 s for AUC-PR and 0.3 s for the lift area, 4 per region).
+        The prior-free parts: the sorted ROC-AUC and KS values, the recall
+        index of the point metrics and the sorted FPRs at the OPRC grid
+        (:func:`recall_grid`). Optional: everything is otherwise built on first
+        use. A worker calls it at start (no priors: which ones its windows
+        hold is not known), so that every window finds those built; a window
+        at a new prior builds its nodes (about 0.1 s for AUC-PR and 0.3 s for
+        the lift area, 4 per region).
         """
         for area in PRIOR_FREE_AREAS:
             self.sorted_values(area)
         self._shifted_recalls()
+        for recall in recall_grid():
+            self.sorted_alpha_at_recall(float(recall))
         for prior in priors:
             for area in PRIOR_DEPENDENT_AREAS:
                 self._scaled(area, prior)

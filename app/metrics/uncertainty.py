@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from app.errors import InvalidInput
 from app.metrics._validation import check_class_histograms, check_count, check_probability
@@ -405,7 +405,8 @@ def rate_interval(successes: float, trials: float, level: float = 0.95) -> Inter
         return _NAN_INTERVAL
     tails = np.array([[(1.0 - lvl) / 2.0], [(1.0 + lvl) / 2.0]])
     # column 0 Jeffreys, column 1 uniform prior: one elementwise call for both
-    ends = stats.beta.ppf(tails, [x + JEFFREYS, x + 1.0], [n - x + JEFFREYS, n - x + 1.0])
+    # betaincinv is scipy.stats.beta.ppf without the scipy.stats import (same values)
+    ends = special.betaincinv([x + JEFFREYS, x + 1.0], [n - x + JEFFREYS, n - x + 1.0], tails)
     low, high = float(ends[0, 0]), float(ends[1, 0])
     uniform = ends[:, 1]
     if x <= 1.0:

@@ -59,7 +59,6 @@ from app.metrics.evaluate import (
 )
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops_scoring import oprc_curve
-from app.metrics.probability import ProbabilitySums
 from app.metrics.uncertainty import (
     bootstrap_intervals,
     credible_intervals,
@@ -623,41 +622,3 @@ def _json_floats(a: Array) -> list[float | None]:
 def _points(columns: dict[str, Array], shape_axes: Sequence[str]) -> dict[str, list[float | None]]:
     keep = downsample_indices(columns[shape_axes[0]], columns[shape_axes[1]])
     return {name: _json_floats(values[keep]) for name, values in columns.items()}
-
-
-def warm_up_result() -> WindowResult:
-    """Compute one synthetic window (builds the process's OPS reference caches).
-
-    Workers call it at start-up so that the one-off cost (a few seconds) is
-    not spent while holding a lease.
-    """
-    from app.drift.simulation import shifted_logit_scores
-    from app.metrics.binning import default_bin_edges, histogram_counts
-
-    scores, labels = shifted_logit_scores(
-        np.random.default_rng(0), 2_000, 0.2, separation=1.5, offset=-1.0
-    )
-    edges = default_bin_edges((0.5,))
-    pos, neg = histogram_counts(scores, labels, edges)
-    curve = cumulative_counts_from_histograms(pos, neg, edges)
-    model = ModelConfig(
-        id=0,
-        name="warm-up",
-        window="1h",
-        thresholds=(0.5,),
-        pi0=0.1,
-        cost_ratio=0.5,
-        segments=frozenset(),
-        sla=(),
-        drift={"reference": None},
-        bin_edges=edges,
-    )
-    window = WindowSums(
-        n=int(labels.size),
-        positives=int(labels.sum()),
-        hist_positives=pos,
-        hist_negatives=neg,
-        confusion=(curve.confusion_at(0.5),),
-        sums=ProbabilitySums.from_predictions(scores, labels),
-    )
-    return compute_window_result(model, window, None)

@@ -59,10 +59,10 @@ def build_loop(
 
 
 def warm_up() -> None:
-    """Build the process's metric caches before the first claim (see WorkerSettings)."""
-    from app.services.window_compute import warm_up_result
+    """Build the process's prior-free OPS reference before the first claim (see WorkerSettings)."""
+    from app.metrics.ops_scoring import scoring_reference
 
-    warm_up_result()
+    scoring_reference().warm_up()
 
 
 def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
