@@ -15,6 +15,8 @@ from functools import lru_cache
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from app.exporter.exposition import Exposition
+
 #: Admin tokens that are refused because they are known placeholders.
 PLACEHOLDER_SECRETS = frozenset(
     {"changeme", "change-me", "change_me", "secret", "admin", "password", "token", "test"}
@@ -57,6 +59,12 @@ class Settings(BaseSettings):
     metrics_token: SecretStr | None = Field(
         default=None,
         description="when set, GET /metrics requires it as a bearer token (Prometheus)",
+    )
+    metrics_exposition: str = Field(
+        default="compact",
+        description="GET /metrics series per window: 'compact' (what the shipped dashboard "
+        "and rules read), 'full', or a comma-separated list of families to write whole "
+        "(docs/reading.md)",
     )
     docs_enabled: bool = Field(
         default=True,
@@ -159,6 +167,12 @@ class Settings(BaseSettings):
         default=True,
         description="on SQLite, `priorwatch serve` also runs the worker in-process",
     )
+
+    @field_validator("metrics_exposition")
+    @classmethod
+    def _check_exposition(cls, value: str) -> str:
+        Exposition.parse(value)  # ValueError names what is accepted
+        return value
 
     @field_validator("admin_token", "metrics_token")
     @classmethod

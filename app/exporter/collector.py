@@ -3,7 +3,7 @@
 It never computes a metric: :mod:`app.exporter.reads` reads the rows the
 worker and the ingestion wrote, :mod:`app.exporter.series` turns them into
 samples. ``GET /metrics`` reads the stored documents only of the windows
-whose text is not cached yet (see :meth:`WindowResultsCollector.render_text`).
+whose text is not cached yet (see :meth:`WindowResultsCollector.read_text`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
 
 from app.db.queue import queue_stats
+from app.exporter.exposition import COMPACT, Exposition
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import (
     ModelRow,
@@ -29,8 +30,11 @@ from app.exporter.reads import (
 )
 from app.exporter.series import (
     WINDOW_FAMILIES,
+    Shard,
     exposed_windows,
     families,
+    holds_process_series,
+    in_shard,
     model_series,
     segment_label,
     window_series,
@@ -40,7 +44,7 @@ from app.services.sla_objectives import Objective
 
 
 class SeriesPart(Protocol):
-    """More families for :meth:`WindowResultsCollector.render_text`, read in its session."""
+    """More families for :meth:`WindowResultsCollector.read_text`, read in its session."""
 
     specs: tuple[FamilySpec, ...]
 
@@ -62,22 +66,36 @@ class WindowResultsCollector(Collector):
     session_factory : callable returning a Session
         A new session per scrape; it is only read from, then closed.
     parts : sequence of SeriesPart
-        Families :meth:`render_text` writes after its own (the streaks of
+        Families :meth:`read_text` writes after its own (the streaks of
         app/exporter/streaks.py, the estimates of app/exporter/estimates.py),
         read in the same session with the same models.
+    exposition : Exposition
+        Which ``metric`` values of the window and estimate families are written
+        (app/exporter/exposition.py; compact by default).
+    shard : (index, count), optional
+        Expose only the models with ``id % count == index``, and the series of
+        no model only on shard 0 (:func:`app.exporter.series.in_shard`); one
+        collector per shard, each with its own cache. None: every model.
 
     ``collect`` serves any prometheus_client registry. ``GET /metrics`` uses
-    :meth:`render_text`: the same series in the text format, written by
+    :meth:`read_text`: the same series in the text format, written by
     :mod:`app.exporter.text` (prometheus_client's encoder costs ~30 us a
     sample, seconds at 100 models x 10 segments), with each window's lines
     kept until its stored result, aggregate version or model settings change.
     """
 
     def __init__(
-        self, session_factory: Callable[[], Session], parts: Iterable[SeriesPart] = ()
+        self,
+        session_factory: Callable[[], Session],
+        parts: Iterable[SeriesPart] = (),
+        *,
+        exposition: Exposition = COMPACT,
+        shard: Shard | None = None,
     ) -> None:
         self._session_factory = session_factory
         self._parts = tuple(parts)
+        self._exposition = exposition
+        self._shard = shard
         self._lock = threading.Lock()
         self._chunks: dict[ChunkKey, dict[str, str]] = {}
 
@@ -97,23 +115,32 @@ class WindowResultsCollector(Collector):
         return ()
 
     def render_text(self) -> str:
-        """The families in Prometheus text format 0.0.4 (no timestamps).
+        """The families in Prometheus text format 0.0.4 (no timestamps), as one string."""
+        return "".join(self.read_text())
 
-        Reads the models, the keys of the latest windows and the queue, then
-        the documents of the windows whose lines are not cached; the cache
-        keeps exactly the windows exposed by the latest scrape.
+    def read_text(self) -> Iterator[str]:
+        """Read now, then the text family by family (the caller streams it).
+
+        Reads the models (of this collector's shard), the keys of their latest
+        windows and, on shard 0 or unsharded, the queue, then the documents of
+        the windows whose lines are not cached; the cache keeps exactly the
+        windows exposed by this shard's latest scrape. The text of each family
+        is joined only when the iterator reaches it.
         """
         with self._lock:
             cached = self._chunks
         with self._session_factory() as session:
             try:
-                models = read_models(session)
+                models = in_shard(read_models(session), self._shard)
                 exposed = exposed_windows(models, read_latest_keys(session))
                 wanted = {_chunk_key(m, s, k): (m, s) for m, s, k in exposed}
                 missing = [k[0] for k in wanted if k not in cached]
                 fetched = read_latest_windows(session, missing) if missing else []
-                queue = queue_stats(session)
-                extra = [(part.specs, part.read(session, models)) for part in self._parts]
+                queue = queue_stats(session) if holds_process_series(self._shard) else None
+                extra = [
+                    (part.specs, self._exposition.select(part.read(session, models)))
+                    for part in self._parts
+                ]
             finally:
                 session.rollback()
         chunks: dict[ChunkKey, dict[str, str]] = {k: cached[k] for k in wanted if k in cached}
@@ -123,22 +150,28 @@ class WindowResultsCollector(Collector):
             segment = segment_label(model, window.key.segment)
             if segment is None:
                 continue
-            samples = window_series(model, segment, window)
+            samples = self._exposition.select(window_series(model, segment, window))
             chunks[_chunk_key(model, segment, window.key)] = {
                 spec.name: sample_lines(spec, samples[spec.name]) for spec in WINDOW_FAMILIES
             }
         with self._lock:
             self._chunks = chunks
-        parts: dict[str, list[str]] = {spec.name: [] for spec in FAMILIES}
-        for key in sorted(chunks, key=lambda k: (k[0].model_id, k[0].segment)):
-            for name, text in chunks[key].items():
-                parts[name].append(text)
-        others = model_series(models, queue)
-        for spec in FAMILIES:
-            if spec.name in others:
-                parts[spec.name].append(sample_lines(spec, others[spec.name]))
-        text = render_families(FAMILIES, parts)
-        return text + "".join(render_series(specs, samples) for specs, samples in extra)
+        ordered = [chunks[k] for k in sorted(chunks, key=lambda k: (k[0].model_id, k[0].segment))]
+        return _text(ordered, model_series(models, queue), extra)
+
+
+def _text(
+    windows: list[dict[str, str]],
+    others: Series,
+    extra: list[tuple[tuple[FamilySpec, ...], Series]],
+) -> Iterator[str]:
+    for spec in FAMILIES:
+        blocks = [chunk[spec.name] for chunk in windows] if spec in WINDOW_FAMILIES else []
+        if spec.name in others:
+            blocks.append(sample_lines(spec, others[spec.name]))
+        yield render_families((spec,), {spec.name: blocks})
+    for specs, samples in extra:
+        yield render_series(specs, samples)
 
 
 def _chunk_key(model: ModelRow, segment: str, key: WindowKey) -> ChunkKey:
