@@ -20,7 +20,9 @@ from app.db.queue import queue_stats
 from app.exporter.exposition import COMPACT, Exposition
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import (
+    LatestWindow,
     ModelRow,
+    Shard,
     Snapshot,
     WindowKey,
     read_latest_keys,
@@ -30,11 +32,9 @@ from app.exporter.reads import (
 )
 from app.exporter.series import (
     WINDOW_FAMILIES,
-    Shard,
     exposed_windows,
     families,
     holds_process_series,
-    in_shard,
     model_series,
     segment_label,
     window_series,
@@ -74,7 +74,7 @@ class WindowResultsCollector(Collector):
         (app/exporter/exposition.py; compact by default).
     shard : (index, count), optional
         Expose only the models with ``id % count == index``, and the series of
-        no model only on shard 0 (:func:`app.exporter.series.in_shard`); one
+        no model only on shard 0 (read so: app/exporter/reads.py); one
         collector per shard, each with its own cache. None: every model.
 
     ``collect`` serves any prometheus_client registry. ``GET /metrics`` uses
@@ -114,6 +114,18 @@ class WindowResultsCollector(Collector):
         """Nothing: the families are only known at scrape time (no check at register)."""
         return ()
 
+    def _add_chunk(
+        self, chunks: dict[ChunkKey, dict[str, str]], model: ModelRow, window: LatestWindow
+    ) -> None:
+        """Write the lines of a window just read into ``chunks`` (its document is dropped)."""
+        segment = segment_label(model, window.key.segment)
+        if segment is None:
+            return
+        samples = self._exposition.select(window_series(model, segment, window))
+        chunks[_chunk_key(model, segment, window.key)] = {
+            spec.name: sample_lines(spec, samples[spec.name]) for spec in WINDOW_FAMILIES
+        }
+
     def render_text(self) -> str:
         """The families in Prometheus text format 0.0.4 (no timestamps), as one string."""
         return "".join(self.read_text())
@@ -123,19 +135,23 @@ class WindowResultsCollector(Collector):
 
         Reads the models (of this collector's shard), the keys of their latest
         windows and, on shard 0 or unsharded, the queue, then the documents of
-        the windows whose lines are not cached; the cache keeps exactly the
-        windows exposed by this shard's latest scrape. The text of each family
+        the windows whose lines are not cached, a few hundred at a time, each
+        turned into its lines as it arrives (the cache keeps exactly the
+        windows exposed by this shard's latest scrape). The text of each family
         is joined only when the iterator reaches it.
         """
         with self._lock:
             cached = self._chunks
         with self._session_factory() as session:
             try:
-                models = in_shard(read_models(session), self._shard)
-                exposed = exposed_windows(models, read_latest_keys(session))
+                models = read_models(session, self._shard)
+                exposed = exposed_windows(models, read_latest_keys(session, self._shard))
                 wanted = {_chunk_key(m, s, k): (m, s) for m, s, k in exposed}
+                chunks = {k: cached[k] for k in wanted if k in cached}
                 missing = [k[0] for k in wanted if k not in cached]
-                fetched = read_latest_windows(session, missing) if missing else []
+                by_model = {m.id: m for m in models}
+                for window in _read_windows(session, missing, len(wanted), self._shard):
+                    self._add_chunk(chunks, by_model[window.key.model_id], window)
                 queue = queue_stats(session) if holds_process_series(self._shard) else None
                 extra = [
                     (part.specs, self._exposition.select(part.read(session, models)))
@@ -143,21 +159,22 @@ class WindowResultsCollector(Collector):
                 ]
             finally:
                 session.rollback()
-        chunks: dict[ChunkKey, dict[str, str]] = {k: cached[k] for k in wanted if k in cached}
-        by_model = {m.id: m for m in models}
-        for window in fetched:
-            model = by_model[window.key.model_id]
-            segment = segment_label(model, window.key.segment)
-            if segment is None:
-                continue
-            samples = self._exposition.select(window_series(model, segment, window))
-            chunks[_chunk_key(model, segment, window.key)] = {
-                spec.name: sample_lines(spec, samples[spec.name]) for spec in WINDOW_FAMILIES
-            }
         with self._lock:
             self._chunks = chunks
         ordered = [chunks[k] for k in sorted(chunks, key=lambda k: (k[0].model_id, k[0].segment))]
         return _text(ordered, model_series(models, queue), extra)
+
+
+def _read_windows(
+    session: Session, missing: list[WindowKey], wanted: int, shard: Shard | None
+) -> Iterator[LatestWindow]:
+    """The documents of the ``missing`` windows: by key when they are few, else every
+    latest window of the shard in one statement (a cold cache: many IN lists cost more)."""
+    if not missing:
+        return iter(())
+    if len(missing) * 2 <= wanted:
+        return read_latest_windows(session, missing)
+    return read_latest_windows(session, shard=shard)
 
 
 def _text(

@@ -25,8 +25,9 @@ from app.exporter.collector import WindowResultsCollector
 from app.exporter.estimates import EstimateCollector
 from app.exporter.exposition import COMPACT, Exposition
 from app.exporter.names import DATABASE_UP, DATABASE_UP_FAMILY
+from app.exporter.reads import Shard
 from app.exporter.rejections import RejectionCounter, RejectionCountingMiddleware
-from app.exporter.series import Shard, holds_process_series
+from app.exporter.series import holds_process_series
 from app.exporter.streaks import StreakCollector
 from app.exporter.text import render_series
 

@@ -21,7 +21,7 @@ from app.db.models import ALL_SEGMENTS, ALL_SEGMENTS_LABEL
 from app.db.queue import QueueStats
 from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
-from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey
+from app.exporter.reads import LatestWindow, ModelRow, Shard, Snapshot, WindowKey
 from app.exporter.text import Series
 from app.services.sla_objectives import SLA_GAUGE, Objective, evaluate_objective
 from app.services.windowing import window_length
@@ -137,19 +137,6 @@ def model_series(models: Iterable[ModelRow], queue: QueueStats | None) -> Series
         out[names.DIRTY_WINDOWS].append(((), float(queue.dirty_windows)))
         out[names.WORKER_LAG].append(((), queue.lag_seconds))
     return out
-
-
-Shard = tuple[int, int]
-"""(index, count) of a scrape shard, ``0 <= index < count``."""
-
-
-def in_shard(models: Iterable[ModelRow], shard: Shard | None) -> tuple[ModelRow, ...]:
-    """The models a shard exposes: ``id % count == index`` (every model when None), as
-    kube-state-metrics shards its objects."""
-    if shard is None:
-        return tuple(models)
-    index, count = shard
-    return tuple(m for m in models if m.id % count == index)
 
 
 def holds_process_series(shard: Shard | None) -> bool:

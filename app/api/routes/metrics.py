@@ -18,8 +18,8 @@ from app.api.deps import BearerCredentials, SettingsDep
 from app.api.errors import not_authenticated
 from app.api.routes.models import PROBLEMS
 from app.errors import InvalidInput
+from app.exporter.reads import Shard
 from app.exporter.registry import CONTENT_TYPE, MAX_SHARDS, Exporter
-from app.exporter.series import Shard
 
 router = APIRouter(tags=["metrics"])
 
