@@ -29,7 +29,7 @@ COMPACT_METRICS: Mapping[str, frozenset[str]] = {
             "weighted_accuracy",
             *_CALIBRATED,
             *(f"calibrated_{m}" for m in _CALIBRATED),
-            *(f"ops_{m}" for m in (*_CALIBRATED, "accuracy", "auc_roc", "auc_lift")),
+            *(f"ops_{m}" for m in _CALIBRATED),
         }
     ),
     names.WINDOW_METRIC_LOWER: frozenset(f"calibrated_{m}" for m in _CALIBRATED),
