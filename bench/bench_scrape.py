@@ -323,13 +323,22 @@ def _reset_peak() -> None:
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS (Linux)
 
 
-def _exposition_size(chunks: list[bytes], windows: int) -> str:
-    body = b"".join(chunks)
-    lines = body.count(b"\n") - body.count(b"\n#")
-    return (
-        f"{len(body) / 1e6:7.1f} MB, {lines:>9,} samples; "
-        f"{len(body) / windows / 1e3:5.2f} KB and {lines / windows:5.1f} samples per window"
-    )
+class _Size:
+    """Bytes and sample lines of streamed chunks (not kept: the RSS is the service's)."""
+
+    def __init__(self) -> None:
+        self.bytes = self.samples = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.bytes += len(chunk)
+        self.samples += chunk.count(b"\n") - chunk.count(b"#")  # no '#' in a sample line
+
+    def per_window(self, windows: int) -> str:
+        return (
+            f"{self.bytes / 1e6:7.1f} MB, {self.samples:>9,} samples; "
+            f"{self.bytes / windows / 1e3:5.2f} KB and {self.samples / windows:5.1f} samples "
+            "per window"
+        )
 
 
 def fleet(url: str) -> None:
@@ -348,30 +357,31 @@ def fleet(url: str) -> None:
     _reset_peak()
     before = _rss_mb("VmRSS")
     for round_ in ("first (cold caches)", "second (warm caches)"):
-        chunks: list[bytes] = []
+        size = _Size()
         times = []
         for i in range(SHARDS):
             t0 = time.perf_counter()
             for chunk in exporter.render((i, SHARDS)):
-                chunks.append(chunk)
+                size.add(chunk)
             times.append(time.perf_counter() - t0)
         print(f"[fleet] compact, {SHARDS} shards, {round_}: "
               + ", ".join(f"{t:.2f}" for t in times) + " s")  # fmt: skip
     kept = _rss_mb("VmRSS") - before
     peak = _rss_mb("VmHWM") - before
-    print(f"[fleet] compact exposition : {_exposition_size(chunks, windows)}")
+    print(f"[fleet] compact exposition : {size.per_window(windows)}")
     print(f"[fleet] compact RSS growth : peak {peak:.0f} MB, kept after (caches) {kept:.0f} MB")
     full = Exporter(
         app.state.session_factory, max_unfolded_deltas=0, exposition=Exposition.parse("full")
     )
-    del chunks
     _reset_peak()
     before = _rss_mb("VmRSS")
     t0 = time.perf_counter()
-    chunks = list(full.render())
+    size = _Size()
+    for chunk in full.render():
+        size.add(chunk)
     elapsed = time.perf_counter() - t0
     peak = _rss_mb("VmHWM") - before
-    print(f"[fleet] full exposition    : {_exposition_size(chunks, windows)}")
+    print(f"[fleet] full exposition    : {size.per_window(windows)}")
     print(f"[fleet] full, unsharded, first scrape: {elapsed:.2f} s; RSS growth: peak {peak:.0f} MB")
     app.state.engine.dispose()
 
