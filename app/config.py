@@ -15,8 +15,6 @@ from functools import lru_cache
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from app.exporter.exposition import Exposition
-
 #: Admin tokens that are refused because they are known placeholders.
 PLACEHOLDER_SECRETS = frozenset(
     {"changeme", "change-me", "change_me", "secret", "admin", "password", "token", "test"}
@@ -64,7 +62,7 @@ class Settings(BaseSettings):
         default="compact",
         description="GET /metrics series per window: 'compact' (what the shipped dashboard "
         "and rules read), 'full', or a comma-separated list of families to write whole "
-        "(docs/reading.md)",
+        "(docs/reading.md; checked when the app is created)",
     )
     docs_enabled: bool = Field(
         default=True,
@@ -167,12 +165,6 @@ class Settings(BaseSettings):
         default=True,
         description="on SQLite, `priorwatch serve` also runs the worker in-process",
     )
-
-    @field_validator("metrics_exposition")
-    @classmethod
-    def _check_exposition(cls, value: str) -> str:
-        Exposition.parse(value)  # ValueError names what is accepted
-        return value
 
     @field_validator("admin_token", "metrics_token")
     @classmethod

@@ -30,6 +30,7 @@ from _read_support import (
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.config import Settings
 from app.db.models import ALL_SEGMENTS_LABEL, Model
 from app.exporter import names
 from app.exporter.exposition import COMPACT_METRICS, Exposition
@@ -37,6 +38,7 @@ from app.exporter.names import FAMILIES
 from app.exporter.registry import MAX_SHARDS, Exporter
 from app.exporter.series import series
 from app.exporter.text import render_series
+from app.main import create_app
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -364,3 +366,13 @@ def test_each_shard_keeps_its_own_cache(data: Populated) -> None:
         _scrape(data, shard=1, shards=2)
         _scrape(data, shard=0, shards=2)
     assert _documents_read(warm) == 0  # each shard's windows are still cached
+
+
+def test_an_unknown_exposition_refuses_to_start(tmp_path: Any) -> None:
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        database_url=f"sqlite:///{tmp_path / 'x.db'}",
+        metrics_exposition="priorwatch_nope",
+    )
+    with pytest.raises(ValueError, match="unknown: priorwatch_nope"):
+        create_app(settings)

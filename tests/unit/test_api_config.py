@@ -64,10 +64,3 @@ def test_limits_must_be_positive(field: str) -> None:
 
 def test_get_settings_is_cached() -> None:
     assert get_settings() is get_settings()
-
-
-def test_metrics_exposition_is_checked() -> None:
-    assert Settings().metrics_exposition == "compact"
-    assert Settings(metrics_exposition="priorwatch_window_metric").metrics_exposition
-    with pytest.raises(ValidationError, match="priorwatch_nope"):
-        Settings(metrics_exposition="priorwatch_nope")
