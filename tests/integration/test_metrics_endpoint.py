@@ -297,8 +297,9 @@ def test_deregistered_segments_disappear(data: Populated) -> None:
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
-def test_promtool_check_metrics_passes(data: Populated) -> None:
-    text, _ = _scrape(data)
+@pytest.mark.parametrize("shard", [{}, {"shard": 0, "shards": 2}, {"shard": 1, "shards": 2}])
+def test_promtool_check_metrics_passes(data: Populated, shard: dict[str, int]) -> None:
+    text, _ = _scrape(data, **shard)  # the compact default, whole or one shard
     done = subprocess.run(
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
