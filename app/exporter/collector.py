@@ -149,9 +149,12 @@ class WindowResultsCollector(Collector):
                 wanted = {_chunk_key(m, s, k): (m, s) for m, s, k in exposed}
                 chunks = {k: cached[k] for k in wanted if k in cached}
                 missing = [k[0] for k in wanted if k not in cached]
+                at = {(k.model_id, k.segment, k.start) for k in missing}
                 by_model = {m.id: m for m in models}
                 for window in _read_windows(session, missing, len(wanted), self._shard):
-                    self._add_chunk(chunks, by_model[window.key.model_id], window)
+                    key = window.key
+                    if (key.model_id, key.segment, key.start) in at:  # else cached, or newer
+                        self._add_chunk(chunks, by_model[key.model_id], window)
                 queue = queue_stats(session) if holds_process_series(self._shard) else None
                 extra = [
                     (part.specs, self._exposition.select(part.read(session, models)))

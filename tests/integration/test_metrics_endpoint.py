@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,6 +33,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import Settings
 from app.db.models import ALL_SEGMENTS_LABEL, Model
+from app.exporter import collector as collector_module
 from app.exporter import names
 from app.exporter.exposition import COMPACT_METRICS, Exposition
 from app.exporter.names import FAMILIES
@@ -377,3 +379,24 @@ def test_an_unknown_exposition_refuses_to_start(tmp_path: Any) -> None:
     )
     with pytest.raises(ValueError, match="unknown: priorwatch_nope"):
         create_app(settings)
+
+
+def test_a_window_recomputed_during_a_scrape_is_written_once(
+    data: Populated, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exporter: Exporter = data.client.app.state.exporter  # type: ignore[attr-defined]
+    _scrape(data)
+    cached = dict(exporter.windows._chunks)
+    first = min(cached, key=lambda k: (k[0].model_id, k[0].segment))
+    # the keys were read before the first window was recomputed: its cached lines are of
+    # the older key, and every other window must be read again (one statement for all)
+    older = replace(first[0], computed_at=first[0].computed_at - timedelta(seconds=1))
+    real = collector_module.read_latest_keys
+    monkeypatch.setattr(
+        collector_module,
+        "read_latest_keys",
+        lambda *a: [older if k == first[0] else k for k in real(*a)],
+    )
+    exporter.windows._chunks = {(older, *first[1:]): cached[first]}
+    _, samples = _scrape(data)  # _parse fails on a series written twice
+    assert _get(samples, names.WINDOW_END, model=MODEL, segment=first[1]) is not None
