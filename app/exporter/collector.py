@@ -152,9 +152,9 @@ class WindowResultsCollector(Collector):
                 at = {(k.model_id, k.segment, k.start) for k in missing}
                 by_model = {m.id: m for m in models}
                 for window in _read_windows(session, missing, len(wanted), self._shard):
-                    key = window.key
-                    if (key.model_id, key.segment, key.start) in at:  # else cached, or newer
-                        self._add_chunk(chunks, by_model[key.model_id], window)
+                    read = window.key
+                    if (read.model_id, read.segment, read.start) in at:  # else cached, or newer
+                        self._add_chunk(chunks, by_model[read.model_id], window)
                 queue = queue_stats(session) if holds_process_series(self._shard) else None
                 extra = [
                     (part.specs, self._exposition.select(part.read(session, models)))
