@@ -22,8 +22,9 @@ per model. Then it prints, per backend:
 all-traffic window and two fresh segment windows each (30,000 windows), then
 prints the compact default exposition scraped as 4 shards (each shard's time,
 cold then warm caches), its bytes and samples per window and the process's RSS
-growth (peak, and kept by the caches), beside the full exposition of the same
-data, unsharded, measured in the same run.
+growth (peak, and kept by the caches), the latency of 100-row batches posted
+to the same process idle and while another thread scrapes the 4 shards, beside
+the full exposition of the same data, unsharded, measured in the same run.
 
 Usage: ``.venv/bin/python bench/bench_scrape.py`` (``make bench``);
 ``.venv/bin/python bench/bench_scrape.py --fleet``.
@@ -34,6 +35,7 @@ from __future__ import annotations
 import gc
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -42,7 +44,7 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
-from _common import per_call, postgres_database
+from _common import batch_body, per_call, postgres_database
 from fastapi.testclient import TestClient
 from prometheus_client import generate_latest
 from sqlalchemy.orm import Session
@@ -68,6 +70,7 @@ BATCHES_PER_MODEL = 24
 N_BINS = 1_000
 REPEATS = 7
 FLEET_MODELS = 10_000
+ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
 SHARDS = 4
 
 
@@ -341,16 +344,55 @@ class _Size:
         )
 
 
+def _ingestion_during_scrapes(app: Any) -> None:
+    """Latency of 100-row batches posted in this process, idle and while another thread
+    scrapes the SHARDS shards (as a scrape's worker thread shares the API process)."""
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with TestClient(app) as client:
+        made = client.post("/v1/models", json={"name": "ingest", "pi0": 0.05}, headers=admin)
+        assert made.status_code == 201, made.text
+        key = client.post("/v1/models/ingest/keys", json={"scopes": ["ingest"]}, headers=admin)
+        assert key.status_code == 201, key.text
+        headers = {"Authorization": f"Bearer {key.json()['token']}"}
+        headers["Content-Type"] = "application/json"
+        body = batch_body(np.random.default_rng(0), 100, datetime.now(UTC))
+
+        def post() -> float:
+            t0 = time.perf_counter()
+            h = {**headers, "Idempotency-Key": uuid.uuid4().hex}
+            r = client.post("/v1/models/ingest/batches", content=body, headers=h)
+            assert r.status_code == 202, r.text
+            return time.perf_counter() - t0
+
+        idle = [post() for _ in range(100)]
+        scraping = threading.Thread(
+            target=lambda: [b"".join(app.state.exporter.render((i, SHARDS))) for i in range(SHARDS)]
+        )
+        scraping.start()
+        busy = []
+        while scraping.is_alive():
+            busy.append(post())
+        scraping.join()
+    for label, times in (("idle", idle), (f"during {SHARDS} shard scrapes", busy)):
+        p50, p99 = np.percentile(np.array(times) * 1e3, [50, 99])
+        print(f"[fleet] 100-row batch latency, {label}: p50 {p50:.1f} ms, p99 {p99:.1f} ms "
+              f"({len(times)} batches)")  # fmt: skip
+
+
 def fleet(url: str) -> None:
     """30,000 windows (FLEET_MODELS models, the all-traffic window and 2 segments each):
     the compact exposition as SHARDS shards beside the full one, unsharded, in one run."""
     t0 = time.perf_counter()
     upgrade_to_head(url)
     windows = fill(url, FLEET_MODELS, 2, 1, 0)
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:  # fill set the ids: move the sequence past them
+        connection.execute(sa.text("SELECT setval('model_id_seq', (SELECT max(id) FROM model))"))
+    engine.dispose()
     print(f"[fleet] {FLEET_MODELS} models x 3 windows: {windows} fresh windows "
           f"(setup {time.perf_counter() - t0:.1f} s)")  # fmt: skip
     settings = Settings(  # type: ignore[call-arg]
-        _env_file=None, database_url=url, embedded_worker=False
+        _env_file=None, database_url=url, embedded_worker=False, admin_token=ADMIN_TOKEN
     )
     app = create_app(settings)
     exporter = app.state.exporter
@@ -370,6 +412,7 @@ def fleet(url: str) -> None:
     peak = _rss_mb("VmHWM") - before
     print(f"[fleet] compact exposition : {size.per_window(windows)}")
     print(f"[fleet] compact RSS growth : peak {peak:.0f} MB, kept after (caches) {kept:.0f} MB")
+    _ingestion_during_scrapes(app)
     full = Exporter(
         app.state.session_factory, max_unfolded_deltas=0, exposition=Exposition.parse("full")
     )
