@@ -69,6 +69,12 @@ class Settings(BaseSettings):
         default=None,
         description="when set, GET /metrics requires it as a bearer token (Prometheus)",
     )
+    metrics_exposition: str = Field(
+        default="compact",
+        description="GET /metrics series per window: 'compact' (what the shipped dashboard "
+        "and rules read), 'full', or a comma-separated list of families to write whole "
+        "(docs/reading.md; checked when the app is created)",
+    )
     docs_enabled: bool = Field(
         default=True,
         description="serve the API documentation (/docs and /openapi.json)",

@@ -18,12 +18,24 @@ per model. Then it prints, per backend:
   same data with one query per (model, segment) (the N+1 pattern), and the
   ratio of the two.
 
-Usage: ``.venv/bin/python bench/bench_scrape.py`` (``make bench``).
+``--fleet`` (issue 23.3; PostgreSQL only) fills 10,000 models with a fresh
+all-traffic window and two fresh segment windows each (30,000 windows), then
+prints the compact default exposition scraped as 4 shards (each shard's time,
+cold then warm caches), its bytes and samples per window and the process's RSS
+growth (peak, and kept by the caches), the latency of 100-row batches posted
+to the same process idle and while another thread scrapes the 4 shards, beside
+the full exposition of the same data, unsharded, measured in the same run.
+
+Usage: ``.venv/bin/python bench/bench_scrape.py`` (``make bench``);
+``.venv/bin/python bench/bench_scrape.py --fleet``.
 """
 
 from __future__ import annotations
 
+import gc
+import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -32,7 +44,7 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
-from _common import per_call, postgres_database
+from _common import batch_body, per_call, postgres_database
 from fastapi.testclient import TestClient
 from prometheus_client import generate_latest
 from sqlalchemy.orm import Session
@@ -40,7 +52,9 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db.migrate import upgrade_to_head
 from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMetrics
+from app.exporter.exposition import Exposition
 from app.exporter.reads import read_models
+from app.exporter.registry import Exporter
 from app.main import create_app
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
@@ -55,6 +69,9 @@ WINDOWS = 3
 BATCHES_PER_MODEL = 24
 N_BINS = 1_000
 REPEATS = 7
+FLEET_MODELS = 10_000
+ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
+SHARDS = 4
 
 
 def _result_document() -> dict[str, Any]:
@@ -93,24 +110,30 @@ def _result_document() -> dict[str, Any]:
     }
 
 
-def fill(url: str) -> int:
+def fill(
+    url: str,
+    n_models: int = MODELS,
+    n_segments: int = SEGMENTS,
+    n_windows: int = WINDOWS,
+    n_batches: int = BATCHES_PER_MODEL,
+) -> int:
     """Insert the models, batches, aggregates and results; returns the window count."""
     doc = _result_document()
     now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
     edges = default_bin_edges((0.5,), n_bins=N_BINS)
     hist = np.ones(N_BINS, dtype=np.int64)
-    segment_names = [f"seg-{j}" for j in range(SEGMENTS)]
+    segment_names = [f"seg-{j}" for j in range(n_segments)]
     sla = [
         {"metric": "calibrated_f1", "op": ">=", "target": 0.3},
         {"metric": "auc_roc", "op": ">=", "target": 0.7},
     ]
     engine = sa.create_engine(url)
     models, batches, aggregates, results = [], [], [], []
-    for i in range(MODELS):
+    for i in range(n_models):
         models.append(
             {
                 "id": i + 1,
-                "name": f"model-{i:03d}",
+                "name": f"model-{i:05d}",
                 "window": "1h",
                 "thresholds": [0.5],
                 "pi0": 0.05,
@@ -124,7 +147,7 @@ def fill(url: str) -> int:
                 "updated_at": now,
             }
         )
-        for b in range(BATCHES_PER_MODEL):
+        for b in range(n_batches):
             batches.append(
                 {
                     "model_id": i + 1,
@@ -134,7 +157,7 @@ def fill(url: str) -> int:
                     "kind": "scores",
                     "event_at": now,
                     "window_start": now,
-                    "segment": segment_names[b % SEGMENTS],
+                    "segment": segment_names[b % n_segments],
                     "n": 1000,
                     "positives": 100,
                     "response": {},
@@ -142,8 +165,8 @@ def fill(url: str) -> int:
                 }
             )
         for key in [ALL_SEGMENTS, *segment_names]:
-            for w in range(WINDOWS):
-                start = now - timedelta(hours=WINDOWS - w)
+            for w in range(n_windows):
+                start = now - timedelta(hours=n_windows - w)
                 window_key = {"model_id": i + 1, "segment": key, "window_start": start}
                 aggregates.append(
                     {
@@ -170,9 +193,11 @@ def fill(url: str) -> int:
                 )
     with Session(engine) as session, session.begin():
         session.execute(sa.insert(Model), models)
-        session.execute(sa.insert(Batch), batches)
-        session.execute(sa.insert(WindowAggregate), aggregates)
-        session.execute(sa.insert(WindowMetrics), results)
+        if batches:
+            session.execute(sa.insert(Batch), batches)
+        for i in range(0, len(results), 5_000):
+            session.execute(sa.insert(WindowAggregate), aggregates[i : i + 5_000])
+            session.execute(sa.insert(WindowMetrics), results[i : i + 5_000])
     engine.dispose()
     return len(results)
 
@@ -214,23 +239,27 @@ def measure(label: str, url: str) -> None:
     )
     app = create_app(settings)
     exporter = app.state.exporter
+
+    def scrape() -> None:
+        b"".join(exporter.render())
+
     engine: sa.Engine = app.state.engine
     statements: list[str] = []
     sa.event.listen(engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
     t0 = time.perf_counter()
-    text = exporter.render()  # first scrape: every window's document read and written
+    text = b"".join(exporter.render())  # first scrape: every window's document read, written
     cold = time.perf_counter() - t0
     cold_statements = len(statements)
     statements.clear()
-    exporter.render()
+    scrape()
     n_statements = len(statements)
     samples = sum(1 for line in text.splitlines() if line and not line.startswith(b"#"))
-    collector = per_call(exporter.render, REPEATS)
+    collector = per_call(scrape, REPEATS)
 
     def uncached() -> None:
         exporter.windows._chunks = {}
         exporter.streaks._groups = {}
-        exporter.render()
+        scrape()
 
     no_cache = per_call(uncached, REPEATS)
     factory = app.state.session_factory
@@ -284,7 +313,128 @@ def measure(label: str, url: str) -> None:
     app.state.engine.dispose()
 
 
+def _rss_mb(field: str) -> float:
+    """VmRSS (now) or VmHWM (peak since the last :func:`_reset_peak`) of this process, MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise LookupError(field)
+
+
+def _reset_peak() -> None:
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS (Linux)
+
+
+class _Size:
+    """Bytes and sample lines of streamed chunks (not kept: the RSS is the service's)."""
+
+    def __init__(self) -> None:
+        self.bytes = self.samples = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.bytes += len(chunk)
+        self.samples += chunk.count(b"\n") - chunk.count(b"#")  # no '#' in a sample line
+
+    def per_window(self, windows: int) -> str:
+        return (
+            f"{self.bytes / 1e6:7.1f} MB, {self.samples:>9,} samples; "
+            f"{self.bytes / windows / 1e3:5.2f} KB and {self.samples / windows:5.1f} samples "
+            "per window"
+        )
+
+
+def _ingestion_during_scrapes(app: Any) -> None:
+    """Latency of 100-row batches posted in this process, idle and while another thread
+    scrapes the SHARDS shards (as a scrape's worker thread shares the API process)."""
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with TestClient(app) as client:
+        made = client.post("/v1/models", json={"name": "ingest", "pi0": 0.05}, headers=admin)
+        assert made.status_code == 201, made.text
+        key = client.post("/v1/models/ingest/keys", json={"scopes": ["ingest"]}, headers=admin)
+        assert key.status_code == 201, key.text
+        headers = {"Authorization": f"Bearer {key.json()['token']}"}
+        headers["Content-Type"] = "application/json"
+        body = batch_body(np.random.default_rng(0), 100, datetime.now(UTC))
+
+        def post() -> float:
+            t0 = time.perf_counter()
+            h = {**headers, "Idempotency-Key": uuid.uuid4().hex}
+            r = client.post("/v1/models/ingest/batches", content=body, headers=h)
+            assert r.status_code == 202, r.text
+            return time.perf_counter() - t0
+
+        idle = [post() for _ in range(100)]
+        scraping = threading.Thread(
+            target=lambda: [b"".join(app.state.exporter.render((i, SHARDS))) for i in range(SHARDS)]
+        )
+        scraping.start()
+        busy = []
+        while scraping.is_alive():
+            busy.append(post())
+        scraping.join()
+    for label, times in (("idle", idle), (f"during {SHARDS} shard scrapes", busy)):
+        p50, p99 = np.percentile(np.array(times) * 1e3, [50, 99])
+        print(f"[fleet] 100-row batch latency, {label}: p50 {p50:.1f} ms, p99 {p99:.1f} ms "
+              f"({len(times)} batches)")  # fmt: skip
+
+
+def fleet(url: str) -> None:
+    """30,000 windows (FLEET_MODELS models, the all-traffic window and 2 segments each):
+    the compact exposition as SHARDS shards beside the full one, unsharded, in one run."""
+    t0 = time.perf_counter()
+    upgrade_to_head(url)
+    windows = fill(url, FLEET_MODELS, 2, 1, 0)
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:  # fill set the ids: move the sequence past them
+        connection.execute(sa.text("SELECT setval('model_id_seq', (SELECT max(id) FROM model))"))
+    engine.dispose()
+    print(f"[fleet] {FLEET_MODELS} models x 3 windows: {windows} fresh windows "
+          f"(setup {time.perf_counter() - t0:.1f} s)")  # fmt: skip
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None, database_url=url, embedded_worker=False, admin_token=ADMIN_TOKEN
+    )
+    app = create_app(settings)
+    exporter = app.state.exporter
+    _reset_peak()
+    before = _rss_mb("VmRSS")
+    for round_ in ("first (cold caches)", "second (warm caches)"):
+        size = _Size()
+        times = []
+        for i in range(SHARDS):
+            t0 = time.perf_counter()
+            for chunk in exporter.render((i, SHARDS)):
+                size.add(chunk)
+            times.append(time.perf_counter() - t0)
+        print(f"[fleet] compact, {SHARDS} shards, {round_}: "
+              + ", ".join(f"{t:.2f}" for t in times) + " s")  # fmt: skip
+    kept = _rss_mb("VmRSS") - before
+    peak = _rss_mb("VmHWM") - before
+    print(f"[fleet] compact exposition : {size.per_window(windows)}")
+    print(f"[fleet] compact RSS growth : peak {peak:.0f} MB, kept after (caches) {kept:.0f} MB")
+    _ingestion_during_scrapes(app)
+    full = Exporter(
+        app.state.session_factory, max_unfolded_deltas=0, exposition=Exposition.parse("full")
+    )
+    _reset_peak()
+    before = _rss_mb("VmRSS")
+    t0 = time.perf_counter()
+    size = _Size()
+    for chunk in full.render():
+        size.add(chunk)
+    elapsed = time.perf_counter() - t0
+    peak = _rss_mb("VmHWM") - before
+    print(f"[fleet] full exposition    : {size.per_window(windows)}")
+    print(f"[fleet] full, unsharded, first scrape: {elapsed:.2f} s; RSS growth: peak {peak:.0f} MB")
+    app.state.engine.dispose()
+
+
 def main() -> None:
+    if "--fleet" in sys.argv:
+        with postgres_database(skipped="[fleet] skipped: {reason}") as url:
+            if url is not None:
+                fleet(url)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         measure("sqlite", f"sqlite:///{Path(tmp) / 'bench.db'}")
     with postgres_database(skipped="[postgres] skipped: {reason}") as url:

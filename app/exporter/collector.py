@@ -3,12 +3,13 @@
 It never computes a metric: :mod:`app.exporter.reads` reads the rows the
 worker and the ingestion wrote, :mod:`app.exporter.series` turns them into
 samples. ``GET /metrics`` reads the stored documents only of the windows
-whose text is not cached yet (see :meth:`WindowResultsCollector.render_text`).
+whose text is not cached yet (see :meth:`WindowResultsCollector.read_text`).
 """
 
 from __future__ import annotations
 
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
@@ -17,9 +18,12 @@ from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
 
 from app.db.queue import queue_stats
+from app.exporter.exposition import COMPACT, Exposition
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import (
+    LatestWindow,
     ModelRow,
+    Shard,
     Snapshot,
     WindowKey,
     read_latest_keys,
@@ -31,6 +35,7 @@ from app.exporter.series import (
     WINDOW_FAMILIES,
     exposed_windows,
     families,
+    holds_process_series,
     model_series,
     segment_label,
     window_series,
@@ -40,7 +45,7 @@ from app.services.sla_objectives import Objective
 
 
 class SeriesPart(Protocol):
-    """More families for :meth:`WindowResultsCollector.render_text`, read in its session."""
+    """More families for :meth:`WindowResultsCollector.read_text`, read in its session."""
 
     specs: tuple[FamilySpec, ...]
 
@@ -62,24 +67,38 @@ class WindowResultsCollector(Collector):
     session_factory : callable returning a Session
         A new session per scrape; it is only read from, then closed.
     parts : sequence of SeriesPart
-        Families :meth:`render_text` writes after its own (the streaks of
+        Families :meth:`read_text` writes after its own (the streaks of
         app/exporter/streaks.py, the estimates of app/exporter/estimates.py),
         read in the same session with the same models.
+    exposition : Exposition
+        Which ``metric`` values of the window and estimate families are written
+        (app/exporter/exposition.py; compact by default).
+    shard : (index, count), optional
+        Expose only the models with ``id % count == index``, and the series of
+        no model only on shard 0 (read so: app/exporter/reads.py); one
+        collector per shard, each with its own cache. None: every model.
 
     ``collect`` serves any prometheus_client registry. ``GET /metrics`` uses
-    :meth:`render_text`: the same series in the text format, written by
+    :meth:`read_text`: the same series in the text format, written by
     :mod:`app.exporter.text` (prometheus_client's encoder costs ~30 us a
     sample, seconds at 100 models x 10 segments), with each window's lines
     kept until its stored result, aggregate version or model settings change.
     """
 
     def __init__(
-        self, session_factory: Callable[[], Session], parts: Iterable[SeriesPart] = ()
+        self,
+        session_factory: Callable[[], Session],
+        parts: Iterable[SeriesPart] = (),
+        *,
+        exposition: Exposition = COMPACT,
+        shard: Shard | None = None,
     ) -> None:
         self._session_factory = session_factory
         self._parts = tuple(parts)
+        self._exposition = exposition
+        self._shard = shard
         self._lock = threading.Lock()
-        self._chunks: dict[ChunkKey, dict[str, str]] = {}
+        self._chunks: dict[ChunkKey, bytes] = {}
 
     def snapshot(self) -> Snapshot:
         """Read the stored results (one read-only session, closed at once)."""
@@ -96,49 +115,101 @@ class WindowResultsCollector(Collector):
         """Nothing: the families are only known at scrape time (no check at register)."""
         return ()
 
-    def render_text(self) -> str:
-        """The families in Prometheus text format 0.0.4 (no timestamps).
+    def _add_chunk(
+        self, chunks: dict[ChunkKey, bytes], model: ModelRow, window: LatestWindow
+    ) -> None:
+        """Write the lines of a window just read into ``chunks`` (its document is dropped)."""
+        segment = segment_label(model, window.key.segment)
+        if segment is None:
+            return
+        samples = self._exposition.select(window_series(model, segment, window))
+        lines = (sample_lines(spec, samples[spec.name]) for spec in WINDOW_FAMILIES)
+        chunks[_chunk_key(model, segment, window.key)] = _pack(lines)
 
-        Reads the models, the keys of the latest windows and the queue, then
-        the documents of the windows whose lines are not cached; the cache
-        keeps exactly the windows exposed by the latest scrape.
+    def render_text(self) -> str:
+        """The families in Prometheus text format 0.0.4 (no timestamps), as one string."""
+        return "".join(self.read_text())
+
+    def read_text(self) -> Iterator[str]:
+        """Read now, then the text family by family (the caller streams it).
+
+        Reads the models (of this collector's shard), the keys of their latest
+        windows and, on shard 0 or unsharded, the queue, then the documents of
+        the windows whose lines are not cached, a few hundred at a time, each
+        turned into its lines as it arrives (the cache keeps exactly the
+        windows exposed by this shard's latest scrape). The text of each family
+        is joined only when the iterator reaches it.
         """
         with self._lock:
             cached = self._chunks
         with self._session_factory() as session:
             try:
-                models = read_models(session)
-                exposed = exposed_windows(models, read_latest_keys(session))
+                models = read_models(session, self._shard)
+                exposed = exposed_windows(models, read_latest_keys(session, self._shard))
                 wanted = {_chunk_key(m, s, k): (m, s) for m, s, k in exposed}
+                chunks = {k: cached[k] for k in wanted if k in cached}
                 missing = [k[0] for k in wanted if k not in cached]
-                fetched = read_latest_windows(session, missing) if missing else []
-                queue = queue_stats(session)
-                extra = [(part.specs, part.read(session, models)) for part in self._parts]
+                at = {(k.model_id, k.segment, k.start) for k in missing}
+                by_model = {m.id: m for m in models}
+                for window in _read_windows(session, missing, len(wanted), self._shard):
+                    read = window.key
+                    if (read.model_id, read.segment, read.start) in at:  # else cached, or newer
+                        self._add_chunk(chunks, by_model[read.model_id], window)
+                queue = queue_stats(session) if holds_process_series(self._shard) else None
+                extra = [
+                    (part.specs, self._exposition.select(part.read(session, models)))
+                    for part in self._parts
+                ]
             finally:
                 session.rollback()
-        chunks: dict[ChunkKey, dict[str, str]] = {k: cached[k] for k in wanted if k in cached}
-        by_model = {m.id: m for m in models}
-        for window in fetched:
-            model = by_model[window.key.model_id]
-            segment = segment_label(model, window.key.segment)
-            if segment is None:
-                continue
-            samples = window_series(model, segment, window)
-            chunks[_chunk_key(model, segment, window.key)] = {
-                spec.name: sample_lines(spec, samples[spec.name]) for spec in WINDOW_FAMILIES
-            }
         with self._lock:
             self._chunks = chunks
-        parts: dict[str, list[str]] = {spec.name: [] for spec in FAMILIES}
+        blocks: dict[str, list[str]] = {spec.name: [] for spec in FAMILIES}
         for key in sorted(chunks, key=lambda k: (k[0].model_id, k[0].segment)):
-            for name, text in chunks[key].items():
-                parts[name].append(text)
-        others = model_series(models, queue)
-        for spec in FAMILIES:
-            if spec.name in others:
-                parts[spec.name].append(sample_lines(spec, others[spec.name]))
-        text = render_families(FAMILIES, parts)
-        return text + "".join(render_series(specs, samples) for specs, samples in extra)
+            for spec, text in zip(WINDOW_FAMILIES, _unpack(chunks[key]), strict=True):
+                blocks[spec.name].append(text)
+        return _text(blocks, model_series(models, queue), extra)
+
+
+_SEPARATOR = "\n\n"
+"""Between the families' lines of one window in its cached chunk: a family's lines never
+hold an empty line (they are joined by one newline, and label values escape theirs)."""
+
+
+def _pack(texts: Iterable[str]) -> bytes:
+    """One window's lines, family by family, as cached: compressed (a cached window
+    costs ~1 KB instead of ~4: the cache of 30,000 windows stays in tens of MB)."""
+    return zlib.compress(_SEPARATOR.join(texts).encode(), 1)
+
+
+def _unpack(chunk: bytes) -> list[str]:
+    return zlib.decompress(chunk).decode().split(_SEPARATOR)
+
+
+def _read_windows(
+    session: Session, missing: list[WindowKey], wanted: int, shard: Shard | None
+) -> Iterator[LatestWindow]:
+    """The documents of the ``missing`` windows: by key when they are few, else every
+    latest window of the shard in one statement (a cold cache: many IN lists cost more)."""
+    if not missing:
+        return iter(())
+    if len(missing) * 2 <= wanted:
+        return read_latest_windows(session, missing)
+    return read_latest_windows(session, shard=shard)
+
+
+def _text(
+    blocks: dict[str, list[str]],
+    others: Series,
+    extra: list[tuple[tuple[FamilySpec, ...], Series]],
+) -> Iterator[str]:
+    for spec in FAMILIES:
+        family = blocks.pop(spec.name)  # each family's text is freed once written
+        if spec.name in others:
+            family.append(sample_lines(spec, others[spec.name]))
+        yield render_families((spec,), {spec.name: family})
+    for specs, samples in extra:
+        yield render_series(specs, samples)
 
 
 def _chunk_key(model: ModelRow, segment: str, key: WindowKey) -> ChunkKey:

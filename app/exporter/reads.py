@@ -26,13 +26,14 @@ not flip back to an older window between a batch and its recomputation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import orjson
 from sqlalchemy import (
+    ColumnElement,
     Float,
     Select,
     Text,
@@ -42,6 +43,7 @@ from sqlalchemy import (
     func,
     literal,
     select,
+    true,
     tuple_,
     union_all,
 )
@@ -63,6 +65,10 @@ log = logging.getLogger("priorwatch.exporter")
 
 WA = WindowAggregate
 WM = WindowMetrics
+
+Shard = tuple[int, int]
+"""(index, count) of a scrape shard, ``0 <= index < count``: the models with
+``id % count == index``, as kube-state-metrics shards its objects."""
 
 KEYS_PER_QUERY = 500
 """Most windows fetched by one statement of :func:`read_latest_windows` (bound-parameter limits)."""
@@ -143,9 +149,14 @@ def _objectives(
     return tuple(out)
 
 
-def read_models(session: Session) -> tuple[ModelRow, ...]:
-    """Every model with its accepted batches and rows, labelled or not, its batches
-    not folded yet and its quarantined deltas (one statement).
+def _of_shard(model_id: Any, shard: Shard | None) -> ColumnElement[bool]:
+    """The condition that ``model_id`` is in ``shard`` (always true when None)."""
+    return true() if shard is None else model_id % shard[1] == shard[0]
+
+
+def read_models(session: Session, shard: Shard | None = None) -> tuple[ModelRow, ...]:
+    """Every model (of ``shard``) with its accepted batches and rows, labelled or not,
+    its batches not folded yet and its quarantined deltas (one statement).
 
     Each batch counts once in its window's all-traffic aggregate: as an
     unfolded delta until the worker folds it, then in the aggregate's
@@ -204,6 +215,7 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
             func.coalesce(counts.c.quarantined, 0),
         )
         .outerjoin(counts, counts.c.model_id == Model.id)
+        .where(_of_shard(Model.id, shard))
         .order_by(Model.name)
     ).all()
     return tuple(
@@ -222,7 +234,7 @@ def read_models(session: Session) -> tuple[ModelRow, ...]:
     )
 
 
-def _latest(*columns: Any) -> Select[Any]:
+def _latest(*columns: Any, shard: Shard | None = None) -> Select[Any]:
     """SELECT ``columns`` of the latest fresh result with labelled rows per (model, segment)
     and its aggregate (a window of unlabelled rows only: app/exporter/estimates.py)."""
     latest = (
@@ -232,7 +244,7 @@ def _latest(*columns: Any) -> Select[Any]:
             WM.segment.label("segment"),
             func.max(WM.window_start).label("window_start"),
         )
-        .where(WM.status == StoredStatus.FRESH, WA.n > 0)
+        .where(WM.status == StoredStatus.FRESH, WA.n > 0, _of_shard(WM.model_id, shard))
         .group_by(WM.model_id, WM.segment)
         .subquery()
     )
@@ -250,9 +262,10 @@ def _key(row: Any) -> WindowKey:
     return WindowKey(int(row[0]), row[1], row[2], row[3], int(row[4]))
 
 
-def read_latest_keys(session: Session) -> list[WindowKey]:
-    """The key of the latest fresh window of every (model, segment) (one statement)."""
-    return [_key(r) for r in session.execute(_latest()).all()]
+def read_latest_keys(session: Session, shard: Shard | None = None) -> list[WindowKey]:
+    """The key of the latest fresh window of every (model, segment) (of the models of
+    ``shard``; one statement)."""
+    return [_key(r) for r in session.execute(_latest(shard=shard)).all()]
 
 
 def _as_text(column: Any) -> Any:
@@ -279,9 +292,11 @@ def _with_aggregate(*columns: Any) -> Select[Any]:
 
 
 def read_latest_windows(
-    session: Session, only: Collection[WindowKey] | None = None
-) -> list[LatestWindow]:
-    """The latest fresh windows with their stored documents.
+    session: Session, only: Collection[WindowKey] | None = None, shard: Shard | None = None
+) -> Iterator[LatestWindow]:
+    """The latest fresh windows with their stored documents, as they are fetched
+    (:data:`KEYS_PER_QUERY` rows at a time: the documents of a large fleet are
+    never all in memory at once).
 
     Parameters
     ----------
@@ -289,6 +304,8 @@ def read_latest_windows(
         Read these windows (matched on model, segment and start, as they are
         now, if still fresh; one statement per :data:`KEYS_PER_QUERY`)
         instead of every latest fresh window (one statement).
+    shard : (index, count), optional
+        Without ``only``: the latest fresh windows of the models of this shard.
     """
     documents = (
         WA.n,
@@ -300,7 +317,7 @@ def read_latest_windows(
         WM.detail_version == WM.aggregate_version,
     )
     if only is None:
-        statements = [_latest(*documents)]
+        statements = [_latest(*documents, shard=shard)]
     else:
         keys = [(k.model_id, k.segment, k.start) for k in only]
         statements = [
@@ -310,20 +327,22 @@ def read_latest_windows(
             )
             for i in range(0, len(keys), KEYS_PER_QUERY)
         ]
-    return [
-        LatestWindow(
-            key=_key(r),
-            n=int(r[5]),
-            positives=int(r[6]),
-            metrics=_json(r[7]) or {},
-            intervals=_json(r[8]) or {},
-            reasons=_json(r[9]) or {},
-            drift=_json(r[10]),
-            detail_current=bool(r[11]),
-        )
-        for statement in statements
-        for r in session.execute(statement).all()
-    ]
+    for statement in statements:
+        rows = session.execute(statement.execution_options(yield_per=KEYS_PER_QUERY))
+        yield from (_latest_window(r) for r in rows)
+
+
+def _latest_window(r: Any) -> LatestWindow:
+    return LatestWindow(
+        key=_key(r),
+        n=int(r[5]),
+        positives=int(r[6]),
+        metrics=_json(r[7]) or {},
+        intervals=_json(r[8]) or {},
+        reasons=_json(r[9]) or {},
+        drift=_json(r[10]),
+        detail_current=bool(r[11]),
+    )
 
 
 def read_snapshot(session: Session) -> Snapshot:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 
 from fastapi import FastAPI
 from prometheus_client import (
@@ -21,8 +23,11 @@ from app.db.availability import describe_outage, is_outage
 from app.exporter import names
 from app.exporter.collector import WindowResultsCollector
 from app.exporter.estimates import EstimateCollector
+from app.exporter.exposition import COMPACT, Exposition
 from app.exporter.names import DATABASE_UP, DATABASE_UP_FAMILY
+from app.exporter.reads import Shard
 from app.exporter.rejections import RejectionCounter, RejectionCountingMiddleware
+from app.exporter.series import holds_process_series
 from app.exporter.streaks import StreakCollector
 from app.exporter.text import render_series
 
@@ -30,6 +35,9 @@ log = logging.getLogger("priorwatch.exporter")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """Media type of the exposition (Prometheus text format 0.0.4)."""
+
+MAX_SHARDS = 64
+"""Most shard collectors (and caches) kept at once, least recently scraped dropped first."""
 
 
 class Exporter:
@@ -39,7 +47,8 @@ class Exporter:
     ----------
     windows : WindowResultsCollector
         Stored window results, queue and ingestion counters (read per scrape);
-        its text (:meth:`render`) includes the streaks and the estimates.
+        its text (:meth:`render`) includes the streaks and the estimates. It
+        serves the unsharded scrape; each shard has its own (:meth:`shard`).
     streaks : StreakCollector
         Consecutive flagged or breached windows (read per scrape).
     estimates : EstimateCollector
@@ -58,10 +67,20 @@ class Exporter:
     prometheus_client's global registry.
     """
 
-    def __init__(self, session_factory: Callable[[], Session], *, max_unfolded_deltas: int) -> None:
+    def __init__(
+        self,
+        session_factory: Callable[[], Session],
+        *,
+        max_unfolded_deltas: int,
+        exposition: Exposition = COMPACT,
+    ) -> None:
+        self._session_factory = session_factory
+        self._exposition = exposition
+        self._lock = threading.Lock()
+        self._shards: OrderedDict[Shard, WindowResultsCollector] = OrderedDict()
         self.streaks = StreakCollector(session_factory)
         self.estimates = EstimateCollector(session_factory)
-        self.windows = WindowResultsCollector(session_factory, parts=(self.streaks, self.estimates))
+        self.windows = self._collector(None, self.streaks, self.estimates)
         self.rejections = RejectionCounter()
         self.process = CollectorRegistry(auto_describe=False)
         self.process.register(self.rejections)
@@ -79,25 +98,57 @@ class Exporter:
         self.registry.register(self.estimates)
         self.registry.register(self.process)  # a registry is itself a collector
 
-    def render(self) -> bytes:
-        """The full exposition in text format 0.0.4 (window and streak families written
-        directly).
+    def _collector(
+        self, shard: Shard | None, streaks: StreakCollector, estimates: EstimateCollector
+    ) -> WindowResultsCollector:
+        return WindowResultsCollector(
+            self._session_factory, (streaks, estimates), exposition=self._exposition, shard=shard
+        )
+
+    def shard(self, shard: Shard | None) -> WindowResultsCollector:
+        """The collector of ``shard`` (None: unsharded), each with its own caches; the
+        :data:`MAX_SHARDS` most recently scraped shards are kept."""
+        if shard is None:
+            return self.windows
+        with self._lock:
+            collector = self._shards.pop(shard, None) or self._collector(
+                shard,
+                StreakCollector(self._session_factory),
+                EstimateCollector(self._session_factory),
+            )
+            self._shards[shard] = collector
+            while len(self._shards) > MAX_SHARDS:
+                self._shards.popitem(last=False)
+            return collector
+
+    def render(self, shard: Shard | None = None) -> Iterator[bytes]:
+        """The exposition of ``shard`` (None: everything) in text format 0.0.4: the
+        database is read now, the text is written family by family as it is iterated.
 
         While the database is unavailable (:func:`~app.db.availability.is_outage`) the
         exposition still answers, as exporters do (postgres_exporter's ``pg_up``):
         ``priorwatch_database_up 0`` and the series of this process (rejections,
         process, platform, garbage collector), none read from the database and none
-        cached from an earlier scrape. Other database errors propagate.
+        cached from an earlier scrape. Other database errors propagate. The series of
+        no model (these, and the queue) are on shard 0 only.
         """
         try:
-            stored = self.windows.render_text()
+            stored: Iterator[str] | None = self.shard(shard).read_text()
         except (sa_exc.DBAPIError, sa_exc.TimeoutError) as exc:
             if not is_outage(exc):
                 raise
             log.warning("database unavailable for /metrics: %s", describe_outage(exc))
             stored = None
-        up = render_series((DATABASE_UP_FAMILY,), {DATABASE_UP: [((), float(stored is not None))]})
-        return (up + (stored or "")).encode() + generate_latest(self.process)
+        return self._stream(stored, holds_process_series(shard))
+
+    def _stream(self, stored: Iterator[str] | None, process: bool) -> Iterator[bytes]:
+        if process:
+            up = float(stored is not None)
+            yield render_series((DATABASE_UP_FAMILY,), {DATABASE_UP: [((), up)]}).encode()
+        for text in stored or ():
+            yield text.encode()
+        if process:
+            yield generate_latest(self.process)
 
 
 def install_exporter(app: FastAPI) -> None:
@@ -109,8 +160,11 @@ def install_exporter(app: FastAPI) -> None:
     calls (the middleware must be outermost to see their answers). ``GET
     /metrics`` is app/api/routes/metrics.py.
     """
+    settings = app.state.settings
     exporter = Exporter(
-        app.state.session_factory, max_unfolded_deltas=app.state.settings.max_unfolded_deltas
+        app.state.session_factory,
+        max_unfolded_deltas=settings.max_unfolded_deltas,
+        exposition=Exposition.parse(settings.metrics_exposition),
     )
     app.state.exporter = exporter
     app.add_middleware(RejectionCountingMiddleware, counter=exporter.rejections)

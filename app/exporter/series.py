@@ -21,7 +21,7 @@ from app.db.models import ALL_SEGMENTS, ALL_SEGMENTS_LABEL
 from app.db.queue import QueueStats
 from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
-from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey
+from app.exporter.reads import LatestWindow, ModelRow, Shard, Snapshot, WindowKey
 from app.exporter.text import Series
 from app.services.sla_objectives import SLA_GAUGE, Objective, evaluate_objective
 from app.services.windowing import window_length
@@ -120,8 +120,9 @@ def _add_drift(out: Series, labels: tuple[str, str], drift: Mapping[str, Any] | 
             out[names.DRIFT_EFFECT].append(((*labels, kind), effect))
 
 
-def model_series(models: Iterable[ModelRow], queue: QueueStats) -> Series:
-    """The samples that do not depend on a window: counters, targets, queue (pure)."""
+def model_series(models: Iterable[ModelRow], queue: QueueStats | None) -> Series:
+    """The samples that do not depend on a window: counters, targets, queue (pure;
+    no queue series when ``queue`` is None: a shard other than 0)."""
     out: Series = {spec.name: [] for spec in FAMILIES if spec not in WINDOW_FAMILIES}
     for model in models:
         out[names.BATCHES_INGESTED].append(((model.name,), float(model.batches)))
@@ -132,9 +133,16 @@ def model_series(models: Iterable[ModelRow], queue: QueueStats) -> Series:
             out[names.SLA_TARGET].append(
                 ((model.name, *objective_labels(objective)), objective.target)
             )
-    out[names.DIRTY_WINDOWS].append(((), float(queue.dirty_windows)))
-    out[names.WORKER_LAG].append(((), queue.lag_seconds))
+    if queue is not None:
+        out[names.DIRTY_WINDOWS].append(((), float(queue.dirty_windows)))
+        out[names.WORKER_LAG].append(((), queue.lag_seconds))
     return out
+
+
+def holds_process_series(shard: Shard | None) -> bool:
+    """Whether a shard exposes the series of no model (queue, process, rejections,
+    database up): shard 0, or an unsharded scrape."""
+    return shard is None or shard[0] == 0
 
 
 def exposed_windows(

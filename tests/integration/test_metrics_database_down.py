@@ -143,4 +143,4 @@ def test_a_database_error_that_is_no_outage_is_not_hidden() -> None:
         raise error
 
     with pytest.raises(sa.exc.OperationalError):
-        Exporter(broken, max_unfolded_deltas=0).render()
+        Exporter(broken, max_unfolded_deltas=0).render()  # raises before any byte

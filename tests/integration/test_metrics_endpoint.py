@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,12 +31,16 @@ from _read_support import (
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.db.models import ALL_SEGMENTS_LABEL
+from app.config import Settings
+from app.db.models import ALL_SEGMENTS_LABEL, Model
+from app.exporter import collector as collector_module
 from app.exporter import names
+from app.exporter.exposition import COMPACT_METRICS, Exposition
 from app.exporter.names import FAMILIES
-from app.exporter.registry import Exporter
+from app.exporter.registry import MAX_SHARDS, Exporter
 from app.exporter.series import series
 from app.exporter.text import render_series
+from app.main import create_app
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -48,18 +53,22 @@ def data(
     yield from populated_app(url)
 
 
-def _scrape(data: Populated) -> tuple[str, Samples]:
-    r = data.client.get("/metrics")
+def _scrape(data: Populated, **params: int) -> tuple[str, Samples]:
+    r = data.client.get("/metrics", params=params)
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return r.text, _parse(r.text)
+
+
+def _parse(text: str) -> Samples:
     samples: Samples = {}
-    for family in text_string_to_metric_families(r.text):
+    for family in text_string_to_metric_families(text):
         for s in family.samples:
             assert s.timestamp is None, s
             key = (s.name, frozenset(s.labels.items()))
             assert key not in samples, key
             samples[key] = s.value
-    return r.text, samples
+    return samples
 
 
 def _families(text: str) -> dict[str, Any]:
@@ -67,6 +76,15 @@ def _families(text: str) -> dict[str, Any]:
         f.name: (f.type, sorted((s.name, sorted(s.labels.items()), s.value) for s in f.samples))
         for f in text_string_to_metric_families(text)
     }
+
+
+def _compact(families: dict[str, Any]) -> dict[str, Any]:
+    """``families`` (of :func:`_families`) without what the compact exposition leaves out."""
+    out = dict(families)
+    for name, kept in COMPACT_METRICS.items():
+        kind, samples = families[name]
+        out[name] = (kind, [s for s in samples if dict(s[1])["metric"] in kept])
+    return out
 
 
 def _get(samples: Samples, name: str, **labels: str) -> float | None:
@@ -92,10 +110,14 @@ def test_latest_fresh_windows_are_exposed_as_stored(data: Populated) -> None:
             if k[0] == names.WINDOW_METRIC
             and {(a, b) for a, b in k[1] if a != "metric"} == set(labels.items())
         }
-        defined = {k: v for k, v in window["metrics"].items() if v is not None}
+        kept = COMPACT_METRICS[names.WINDOW_METRIC]
+        defined = {k: v for k, v in window["metrics"].items() if v is not None and k in kept}
         assert exposed == pytest.approx(defined, rel=1e-15)
         for metric, bounds in window["intervals"].items():
-            if bounds.get("lower") is not None:
+            if (
+                bounds.get("lower") is not None
+                and metric in COMPACT_METRICS[names.WINDOW_METRIC_LOWER]
+            ):
                 assert _get(
                     samples, names.WINDOW_METRIC_LOWER, **labels, metric=metric
                 ) == pytest.approx(bounds["lower"], rel=1e-15)
@@ -113,6 +135,23 @@ def test_latest_fresh_windows_are_exposed_as_stored(data: Populated) -> None:
             assert _get(samples, names.DRIFT_EFFECT, **labels, kind=kind) == pytest.approx(
                 test["effect"], rel=1e-15
             )
+
+
+def test_the_full_exposition_holds_every_stored_metric(data: Populated) -> None:
+    factory = data.client.app.state.session_factory  # type: ignore[attr-defined]
+    full = Exporter(factory, max_unfolded_deltas=0, exposition=Exposition.parse("full"))
+    samples = _parse(b"".join(full.render()).decode())
+    compact = _scrape(data)[1]
+    assert len(compact) < len(samples) and set(compact) - set(samples) == set()
+    window = _latest_fresh(data, "eu")
+    labels = {"model": MODEL, "segment": "eu"}
+    for metric, value in window["metrics"].items():
+        if value is not None:
+            assert _get(samples, names.WINDOW_METRIC, **labels, metric=metric) == value
+    for metric, bounds in window["intervals"].items():
+        if bounds.get("upper") is not None:
+            got = _get(samples, names.WINDOW_METRIC_UPPER, **labels, metric=metric)
+            assert got == bounds["upper"]
 
 
 def test_sla_gauges_agree_with_the_report(data: Populated) -> None:
@@ -229,12 +268,12 @@ def test_new_batches_show_in_the_queue_then_in_the_gauges(data: Populated) -> No
     # streaks extract their few values in SQL)
     assert _documents_read(statements) == 1
     exporter: Exporter = data.client.app.state.exporter  # type: ignore[attr-defined]
-    uncached = render_series(FAMILIES, series(exporter.windows.snapshot()))
+    uncached = render_series(FAMILIES, series(exporter.windows.snapshot()))  # full
     parts = CollectorRegistry(auto_describe=False)
     parts.register(exporter.streaks)  # prometheus_client's path: its own session and models
     parts.register(exporter.estimates)
-    expected = {**_families(uncached), **_families(generate_latest(parts).decode())}
-    assert _families(exporter.windows.render_text()) == expected
+    every = {**_families(uncached), **_families(generate_latest(parts).decode())}
+    assert _families(exporter.windows.render_text()) == _compact(every)
     assert _get(samples, names.DIRTY_WINDOWS) == 0
     assert (
         _get(samples, names.WINDOW_END, model=MODEL, segment="eu")
@@ -260,9 +299,104 @@ def test_deregistered_segments_disappear(data: Populated) -> None:
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
-def test_promtool_check_metrics_passes(data: Populated) -> None:
-    text, _ = _scrape(data)
+@pytest.mark.parametrize("shard", [{}, {"shard": 0, "shards": 2}, {"shard": 1, "shards": 2}])
+def test_promtool_check_metrics_passes(data: Populated, shard: dict[str, int]) -> None:
+    text, _ = _scrape(data, **shard)  # the compact default, whole or one shard
     done = subprocess.run(
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _model_of(key: tuple[str, frozenset[tuple[str, str]]]) -> str | None:
+    return dict(key[1]).get("model")
+
+
+@pytest.mark.parametrize("shards", [1, 2, 3])
+def test_shards_partition_the_model_series(data: Populated, shards: int) -> None:
+    for i in range(4):
+        body = {"name": f"sharded-{i}", "pi0": 0.2, "n_bins": 100}
+        data.client.post("/v1/models", json=body, headers=data.admin)  # 409 once made
+    engine: sa.Engine = data.client.app.state.engine  # type: ignore[attr-defined]
+    with engine.connect() as connection:
+        ids = {name: id_ for name, id_ in connection.execute(sa.select(Model.name, Model.id))}
+    _, whole = _scrape(data)
+    parts = [_scrape(data, shard=i, shards=shards)[1] for i in range(shards)]
+    for i, part in enumerate(parts):
+        models = {_model_of(k) for k in part} - {None}
+        assert models and all(ids[m] % shards == i for m in models)
+        if i > 0:  # the series of no model (queue, process, database up) on shard 0 only
+            assert all(_model_of(k) is not None for k in part)
+    keys = [k for part in parts for k in part]
+    assert len(keys) == len(set(keys))  # no series in two shards
+    assert set(keys) == set(whole)  # and every series in one
+    for part in parts:
+        for key, value in part.items():
+            if key[0].startswith("priorwatch_") and key[0] != names.WORKER_LAG:
+                assert whole[key] == value, key
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"shard": 0}, "shards"),
+        ({"shards": 2}, "shard"),
+        ({"shard": 2, "shards": 2}, "shard"),
+        ({"shard": -1, "shards": 2}, "shard"),
+        ({"shard": 0, "shards": 0}, "shards"),
+        ({"shard": 0, "shards": MAX_SHARDS + 1}, "shards"),
+        ({"shard": "a", "shards": 2}, "shard"),
+    ],
+)
+def test_a_bad_shard_is_refused(data: Populated, params: dict[str, Any], field: str) -> None:
+    r = data.client.get("/metrics", params=params)
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert [e["field"] for e in r.json()["errors"]] == [field]
+
+
+def test_each_shard_keeps_its_own_cache(data: Populated) -> None:
+    exporter: Exporter = data.client.app.state.exporter  # type: ignore[attr-defined]
+    first = exporter.shard((0, 2))
+    assert exporter.shard((0, 2)) is first and exporter.shard((1, 2)) is not first
+    assert exporter.shard(None) is exporter.windows
+    for count in range(3, MAX_SHARDS + 3):
+        exporter.shard((0, count))  # (0, 2) is the least recently scraped: dropped
+    assert exporter.shard((0, 2)) is not first
+    _scrape(data, shard=0, shards=2)
+    _scrape(data, shard=1, shards=2)
+    with _statements(data) as warm:
+        _scrape(data, shard=1, shards=2)
+        _scrape(data, shard=0, shards=2)
+    assert _documents_read(warm) == 0  # each shard's windows are still cached
+
+
+def test_an_unknown_exposition_refuses_to_start(tmp_path: Any) -> None:
+    settings = Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        database_url=f"sqlite:///{tmp_path / 'x.db'}",
+        metrics_exposition="priorwatch_nope",
+    )
+    with pytest.raises(ValueError, match="unknown: priorwatch_nope"):
+        create_app(settings)
+
+
+def test_a_window_recomputed_during_a_scrape_is_written_once(
+    data: Populated, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exporter: Exporter = data.client.app.state.exporter  # type: ignore[attr-defined]
+    _scrape(data)
+    cached = dict(exporter.windows._chunks)
+    first = min(cached, key=lambda k: (k[0].model_id, k[0].segment))
+    # the keys were read before the first window was recomputed: its cached lines are of
+    # the older key, and every other window must be read again (one statement for all)
+    older = replace(first[0], computed_at=first[0].computed_at - timedelta(seconds=1))
+    real = collector_module.read_latest_keys
+    monkeypatch.setattr(
+        collector_module,
+        "read_latest_keys",
+        lambda *a: [older if k == first[0] else k for k in real(*a)],
+    )
+    exporter.windows._chunks = {(older, *first[1:]): cached[first]}
+    _, samples = _scrape(data)  # _parse fails on a series written twice
+    assert _get(samples, names.WINDOW_END, model=MODEL, segment=first[1]) is not None

@@ -18,9 +18,12 @@ from prometheus_client.registry import Collector
 from app.db.models import ALL_SEGMENTS
 from app.db.queue import QueueStats
 from app.exporter import names
+from app.exporter.collector import _pack, _unpack
+from app.exporter.names import FAMILIES
 from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey, _objectives
 from app.exporter.rejections import RejectionCounter
 from app.exporter.series import families
+from app.exporter.text import sample_lines
 from app.services.sla_objectives import Objective
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
@@ -262,3 +265,11 @@ def test_repeated_objective_ids_of_older_settings_stay_distinct_series() -> None
     s = _samples(_exposition(_snapshot([_model(objectives=objectives)], [_window()])))
     targets = {dict(k[1])["objective"]: v for k, v in s.items() if k[0] == names.SLA_TARGET}
     assert targets == {"recall_ge": 0.5, "recall_ge-2": 0.8}
+
+
+def test_a_cached_window_unpacks_to_its_families_lines() -> None:
+    spec = next(f for f in FAMILIES if f.name == names.WINDOW_METRIC)
+    odd = sample_lines(spec, [(("m\nx", "all", "f1"), 0.5), (("m", "all", "mcc"), 0.25)])
+    texts = ["", odd, "", "", "a 1", ""]
+    assert _unpack(_pack(texts)) == texts
+    assert len(_pack([odd * 40])) < len(odd * 40) / 4
