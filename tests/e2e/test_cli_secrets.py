@@ -47,14 +47,18 @@ REMOTE: dict[str, Arguments] = {
     "models create": lambda _d, _s: ["models", "create", "m", "--pi0", "0.1"],
     "models list": lambda _d, _s: ["models", "list"],
     "models show": lambda _d, _s: ["models", "show", "m"],
+    "models update": lambda _d, _s: ["models", "update", "m", "--pi0", "0.2"],
     "keys create": lambda _d, _s: ["keys", "create", "m", "--json"],
+    "keys list": lambda _d, _s: ["keys", "list", "m"],
     "ingest": lambda d, _s: ["ingest", str(d / "rows.csv"), "--model", "m"],
     "windows": lambda _d, _s: ["windows", "m"],
     "sla": lambda _d, _s: ["sla", "m"],
     "simulate": lambda _d, _s: ["simulate", "--rows-per-window", "2000", "--wait", "0"],
     "keys revoke": lambda _d, state: ["keys", "revoke", "m", state["key_id"]],
+    "models delete": lambda _d, _s: ["models", "delete", "m", "--yes"],
 }
-"""The other commands, in the order they run (``keys revoke`` needs the key created)."""
+"""The other commands, in the order they run (``keys revoke`` needs the key created,
+``models delete`` comes last)."""
 
 
 def _leaf_commands() -> set[str]:

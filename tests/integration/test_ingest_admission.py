@@ -33,7 +33,7 @@ from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, Window
 from app.services import idempotency
 from app.services.auth_cache import AUTH_CACHE
 from app.services.count_limits import MAX_WINDOW_COUNT
-from app.services.errors import IdempotencyKeyReused
+from app.services.errors import IdempotencyKeyReused, ModelNotFound
 from app.services.ingestion import INLINE_HASH_BYTES, _hash_body, ingest_batch
 from app.services.windowing import window_start
 
@@ -253,7 +253,7 @@ def test_a_key_stored_between_the_read_and_the_write_is_answered_as_a_replay(
     other = orjson.dumps(_cm(3, at=now))
     with factory() as session, pytest.raises(IdempotencyKeyReused):
         ingest_batch(session, model, other, idempotency_key="k", settings=settings, now=now)
-    gone = dataclasses.replace(model, id=model.id + 1)  # no such model: the insert fails
-    with factory() as session, pytest.raises(sa.exc.IntegrityError):
+    gone = dataclasses.replace(model, id=model.id + 1)  # deleted meanwhile: the insert fails
+    with factory() as session, pytest.raises(ModelNotFound):
         ingest_batch(session, gone, body, idempotency_key=None, settings=settings, now=now)
     assert _stored(db_engine) == (1, 1)
