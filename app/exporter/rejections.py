@@ -27,7 +27,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.errors import PROBLEM_PREFIX
+from app.errors import PROBLEM_PREFIX
 from app.exporter import names
 
 BATCHES_PATH = re.compile(r"^/v1/models/[^/]+/batches/?$")
