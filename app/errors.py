@@ -9,6 +9,9 @@ reused idempotency key) are in :mod:`app.services.errors`.
 
 from __future__ import annotations
 
+PROBLEM_PREFIX = "urn:priorwatch:problem:"
+"""The prefix of every problem ``type`` URN (problem+json; the exporter counts rejections by it)."""
+
 
 class InvalidInput(ValueError):
     """Input that no metric can be computed from; ``field`` names what is wrong.

@@ -21,7 +21,9 @@ from app.api.openapi import register_documented_schemas
 from app.api.routes import ROUTERS
 from app.config import Settings, get_settings
 from app.db.session import make_engine, make_session_factory
-from app.exporter.registry import install_exporter
+from app.exporter.exposition import Exposition
+from app.exporter.registry import Exporter
+from app.exporter.rejections import RejectionCountingMiddleware
 
 API_VERSION = "1"
 
@@ -89,7 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         body_timeout_seconds=settings.body_timeout_seconds,
         route_limits={"/v1/evaluate": settings.evaluate_max_body_bytes},
     )
-    install_exporter(app)  # GET /metrics registry; rejection counter (outermost middleware)
+    _install_exporter(app)  # GET /metrics registry; rejection counter (outermost middleware)
     register_exception_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
@@ -112,3 +114,22 @@ def run(host: str = "127.0.0.1", port: int = 8000) -> None:
     server.run()
     if not server.started:  # e.g. the port is taken: exit as uvicorn.run would
         raise SystemExit(STARTUP_FAILURE)
+
+
+def _install_exporter(app: FastAPI) -> None:
+    """Give ``app`` its :class:`Exporter` (``app.state.exporter``) and the
+    rejection-counting middleware (here, not in app/exporter: the exporter knows
+    no web framework).
+
+    Called after ``app.state.session_factory`` and ``app.state.settings`` are set
+    and after the other ``add_middleware`` calls (the middleware must be
+    outermost to see their answers). ``GET /metrics`` is app/api/routes/metrics.py.
+    """
+    settings = app.state.settings
+    exporter = Exporter(
+        app.state.session_factory,
+        max_unfolded_deltas=settings.max_unfolded_deltas,
+        exposition=Exposition.parse(settings.metrics_exposition),
+    )
+    app.state.exporter = exporter
+    app.add_middleware(RejectionCountingMiddleware, counter=exporter.rejections)

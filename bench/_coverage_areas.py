@@ -35,9 +35,9 @@ from app.metrics.binning import default_bin_edges
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.uncertainty import _bca_bootstrap
 from app.services.model_config import ModelConfig
-from app.services.sla_objectives import Objective, evaluate_objective
 from app.services.window_compute import compute_window_result
 from app.services.window_sums import WindowSums
+from app.sla.objectives import Objective, evaluate_objective
 
 Array = npt.NDArray[np.float64]
 EDGES = default_bin_edges((0.5,))

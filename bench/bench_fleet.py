@@ -100,7 +100,7 @@ from app.services.ingestion import ingest_batch
 from app.services.model_config import ModelConfig
 from app.services.model_settings import ModelCreate
 from app.services.models import create_model
-from app.services.windowing import window_start
+from app.timegrid import window_start
 
 WINDOW = "1d"
 """Day windows: the active windows stay open for the whole run (unless it spans

@@ -51,7 +51,7 @@ from app.services.model_settings import ModelCreate
 from app.services.models import create_model
 from app.services.window_compute import compute_window_result
 from app.services.window_sums import WindowSums
-from app.services.windowing import window_length, window_start
+from app.timegrid import window_length, window_start
 from app.worker.jobs import DatabaseJobs
 
 WAIT_SECONDS = 300.0

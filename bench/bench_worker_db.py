@@ -32,7 +32,7 @@ from app.services.model_config import ModelConfig
 from app.services.model_settings import ModelCreate
 from app.services.models import create_model
 from app.services.window_compute import WindowResult
-from app.services.windowing import window_length, window_start
+from app.timegrid import window_length, window_start
 from app.worker.jobs import DatabaseJobs
 
 

@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from app.db.availability import describe_outage, is_outage
-from app.errors import InvalidInput
+from app.errors import PROBLEM_PREFIX, InvalidInput
 from app.services.errors import (
     ApiKeyNotFound,
     IdempotencyKeyReused,
@@ -40,7 +40,6 @@ from app.services.json_keys import DuplicateKey
 logger = logging.getLogger("priorwatch.api")
 
 PROBLEM_JSON = "application/problem+json"
-PROBLEM_PREFIX = "urn:priorwatch:problem:"
 
 
 def problem_type(slug: str) -> str:

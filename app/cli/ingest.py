@@ -140,7 +140,7 @@ def group_rows(rows: LabelledRows, window: str) -> list[Group]:
     service then uses the time it receives them); an empty segment cell is
     the all-traffic segment (None). Each distinct timestamp text is parsed once.
     """
-    from app.services.windowing import window_start
+    from app.timegrid import window_start
 
     n = rows.scores.size
     if rows.timestamps is None:

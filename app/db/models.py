@@ -63,7 +63,7 @@ class Model(Base):
     name: Mapped[str] = mapped_column(String(64), unique=True)
     description: Mapped[str | None] = mapped_column(Text)
     window: Mapped[str] = mapped_column(String(8))
-    """Window length: one of app.services.windowing.WINDOW_LENGTHS ("5m" ... "1w")."""
+    """Window length: one of app.timegrid.WINDOW_LENGTHS ("5m" ... "1w")."""
     thresholds: Mapped[list[float]] = mapped_column(JSONDocument)
     """Decision thresholds; thresholds[0] is the primary one. Each is an exact bin edge."""
     pi0: Mapped[float] = mapped_column(Double)

@@ -41,7 +41,7 @@ from app.exporter.series import (
     window_series,
 )
 from app.exporter.text import Series, render_families, render_series, sample_lines
-from app.services.sla_objectives import Objective
+from app.sla.objectives import Objective
 
 
 class SeriesPart(Protocol):

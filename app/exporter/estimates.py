@@ -34,7 +34,7 @@ from app.exporter.part import StoredPartCollector
 from app.exporter.reads import ModelRow, _as_text, _json
 from app.exporter.series import _finite, segment_label
 from app.exporter.text import Series
-from app.services.windowing import window_length
+from app.timegrid import window_length
 
 WA = WindowAggregate
 WM = WindowMetrics

@@ -58,7 +58,7 @@ from app.db.models import (
     WindowMetrics,
 )
 from app.db.queue import QueueStats, queue_stats
-from app.services.sla_objectives import Objective
+from app.sla.objectives import Objective
 from app.statuses import StoredStatus
 
 log = logging.getLogger("priorwatch.exporter")
@@ -118,7 +118,7 @@ class LatestWindow:
     drift: Mapping[str, Any] | None
     detail_current: bool = True
     """The detail tier's intervals are of the same version as the metrics (the SLA
-    judges the others by their point value: app/services/sla_objectives.py)."""
+    judges the others by their point value: app/sla/objectives.py)."""
 
 
 @dataclass(frozen=True)

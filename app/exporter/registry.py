@@ -7,7 +7,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
-from fastapi import FastAPI
 from prometheus_client import (
     CollectorRegistry,
     Gauge,
@@ -26,7 +25,7 @@ from app.exporter.estimates import EstimateCollector
 from app.exporter.exposition import COMPACT, Exposition
 from app.exporter.names import DATABASE_UP, DATABASE_UP_FAMILY
 from app.exporter.reads import Shard
-from app.exporter.rejections import RejectionCounter, RejectionCountingMiddleware
+from app.exporter.rejections import RejectionCounter
 from app.exporter.series import holds_process_series
 from app.exporter.streaks import StreakCollector
 from app.exporter.text import render_series
@@ -149,22 +148,3 @@ class Exporter:
             yield text.encode()
         if process:
             yield generate_latest(self.process)
-
-
-def install_exporter(app: FastAPI) -> None:
-    """Give ``app`` its :class:`Exporter` (``app.state.exporter``) and the
-    rejection-counting middleware.
-
-    Call it in ``create_app`` after ``app.state.session_factory`` and
-    ``app.state.settings`` are set and after the other ``add_middleware``
-    calls (the middleware must be outermost to see their answers). ``GET
-    /metrics`` is app/api/routes/metrics.py.
-    """
-    settings = app.state.settings
-    exporter = Exporter(
-        app.state.session_factory,
-        max_unfolded_deltas=settings.max_unfolded_deltas,
-        exposition=Exposition.parse(settings.metrics_exposition),
-    )
-    app.state.exporter = exporter
-    app.add_middleware(RejectionCountingMiddleware, counter=exporter.rejections)

@@ -20,15 +20,17 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.api.errors import PROBLEM_PREFIX
+from app.errors import PROBLEM_PREFIX
 from app.exporter import names
+
+if TYPE_CHECKING:  # ASGI types only: the middleware needs no web framework
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 BATCHES_PATH = re.compile(r"^/v1/models/[^/]+/batches/?$")
 """Paths whose failed POSTs count as rejected batches."""

@@ -5,7 +5,7 @@ registered segments (windows of a segment removed from the model are not
 exposed) and ``"all"`` for the all-traffic window; metric names are the
 stored keys, which are those of ``evaluate``. Undefined values (None) are
 omitted, never exported as NaN. No sample carries a timestamp. The SLA
-gauges judge the stored values with :mod:`app.services.sla_objectives`
+gauges judge the stored values with :mod:`app.sla.objectives`
 (names only: no metric is computed here).
 """
 
@@ -23,8 +23,8 @@ from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import LatestWindow, ModelRow, Shard, Snapshot, WindowKey
 from app.exporter.text import Series
-from app.services.sla_objectives import SLA_GAUGE, Objective, evaluate_objective
-from app.services.windowing import window_length
+from app.sla.objectives import SLA_GAUGE, Objective, evaluate_objective
+from app.timegrid import window_length
 
 DRIFT_KINDS: tuple[str, ...] = ("prior", "likelihood")
 """``kind`` label values of the drift gauges."""

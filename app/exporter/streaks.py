@@ -23,7 +23,7 @@ Conditions:
   in the reference period, or no reference is configured);
 * ``priorwatch_sla_breach_streak_windows{objective, metric, op}``: the
   objective's status in the window is ``breached``, as the SLA report says
-  (:func:`app.services.sla_objectives.evaluate_objective`); untested: insufficient data.
+  (:func:`app.sla.objectives.evaluate_objective`); untested: insufficient data.
 
 Counting stored outcomes is reading, not computing metrics: every flag and
 every value compared with a target was stored by the worker (only those are
@@ -53,7 +53,7 @@ from app.exporter.part import StoredPartCollector
 from app.exporter.reads import KEYS_PER_QUERY, ModelRow
 from app.exporter.series import DRIFT_KINDS, objective_labels, segment_label
 from app.exporter.text import Series
-from app.services.sla_objectives import Objective, evaluate_objective
+from app.sla.objectives import Objective, evaluate_objective
 from app.statuses import SlaStatus, StoredStatus
 
 STREAK_WINDOWS = 24
@@ -118,7 +118,7 @@ def window_outcomes(
         The stored drift flag of each kind of :data:`DRIFT_KINDS` (None: untested).
     metrics, intervals : mapping
         The stored values and intervals of (at least) the metrics the
-        objectives read, as in :func:`app.services.sla_objectives.evaluate_objective`,
+        objectives read, as in :func:`app.sla.objectives.evaluate_objective`,
         which gives each objective's status.
     detail_current : bool
         The detail tier's intervals are of the metrics' version (else they do not decide).

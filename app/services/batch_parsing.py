@@ -45,8 +45,7 @@ from app.services.errors import MalformedBody
 from app.services.json_keys import check_unique_keys, duplicated_key
 from app.services.model_config import ModelConfig
 from app.services.sparse_histogram import integer_array, parse_score_sums, parse_sparse_counts
-from app.services.timestamps import EXAMPLE, parse_instant, shown
-from app.services.windowing import window_start
+from app.timegrid import EXAMPLE, parse_instant, shown, window_start
 
 BATCH_FIELDS = frozenset(
     {"timestamp", "segment", "scores", "labels", "histogram", "confusion_matrix"}
@@ -189,7 +188,7 @@ def parse_timestamp(value: Any, *, now: datetime, settings: Settings) -> datetim
     """The event time, within the accepted backfill/skew range.
 
     An ISO 8601 string (a time without an offset is taken as UTC) or a number
-    of seconds since the Unix epoch, read by :func:`app.services.timestamps.
+    of seconds since the Unix epoch, read by :func:`app.timegrid.
     parse_instant` like every date of the API.
     """
     if value is None:

@@ -15,9 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from app.services.model_config import ModelConfig
-from app.services.timestamps import parse_instant
-from app.services.windowing import window_length
-from app.services.windowing import window_start as window_start_of
+from app.timegrid import parse_instant, window_length
+from app.timegrid import window_start as window_start_of
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from app.services.deltas import Delta
 from app.services.engine_cache import EngineCache
 from app.services.errors import MalformedBody, ModelNotFound
 from app.services.model_config import ModelConfig
-from app.services.windowing import isoformat_z
+from app.timegrid import isoformat_z
 
 _HASHER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="priorwatch-body-hash")
 """Hashes large request bodies beside the request's own work: hashlib releases

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -26,9 +27,10 @@ from pydantic import (
 
 from app.db.models import ALL_SEGMENTS_LABEL
 from app.drift.settings import DriftSettings
+from app.errors import InvalidInput
 from app.metrics.cost import UnitCosts
 from app.services.retention import RETENTION_PATTERN
-from app.services.timestamps import Instant
+from app.timegrid import parse_instant
 
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 """Model and segment names: lowercase letters, digits, '-' and '_', at most 64."""
@@ -45,6 +47,17 @@ Retention = Annotated[
         examples=["90d"],
     ),
 ]
+
+
+def _validate_instant(value: Any) -> datetime:
+    try:
+        return parse_instant(value, "value")
+    except InvalidInput as exc:  # pydantic names the field itself
+        raise ValueError(exc.reason) from None
+
+
+Instant = Annotated[datetime, BeforeValidator(_validate_instant)]
+"""A pydantic field type read by :func:`app.timegrid.parse_instant`."""
 
 _DRIFT_DEFAULTS = DriftSettings()
 MAX_BINS = 100_000

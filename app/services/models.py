@@ -33,7 +33,7 @@ from app.services.errors import ModelAlreadyExists, ModelNotFound
 from app.services.metric_names import check_metric_name
 from app.services.model_settings import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
 from app.services.retention import check_retention
-from app.services.sla_objectives import Objective
+from app.sla.objectives import Objective
 
 
 def _check_sla(objectives: Sequence[SlaObjective]) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from app.db.session import write_transaction
 from app.errors import InvalidInput
 from app.services.drift_reference import reference_period
 from app.services.model_config import ModelConfig
-from app.services.windowing import window_length, window_start
+from app.timegrid import window_length, window_start
 
 RETENTION_PATTERN = r"^[1-9][0-9]{0,4}[hdw]$"
 """A retention: a positive whole number of hours, days or weeks ("36h", "90d", "52w")."""

@@ -10,7 +10,7 @@ Prior-invariant metrics (``recall``, ``calibrated_*``, ``ops_*``,
 report names the metric actually read.
 
 Per window and objective the status is decided from the evidence
-(:data:`RULE`, :mod:`app.services.sla_objectives`): ``met``, ``breached`` or
+(:data:`RULE`, :mod:`app.sla.objectives`): ``met``, ``breached`` or
 ``inconclusive`` from the credible interval, or ``met`` / ``breached`` from
 the point value where it decides; ``insufficient_data`` when the metric is
 undefined or a class has fewer than ``min_class_count`` examples; ``pending``
@@ -23,8 +23,6 @@ counted beside it and enter no ratio.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,7 +31,6 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.services.model_config import ModelConfig
-from app.services.sla_objectives import Objective, ObjectiveResult, evaluate_objective
 from app.services.window_read import (
     MAX_STORED_WINDOWS,
     WindowView,
@@ -41,29 +38,9 @@ from app.services.window_read import (
     segment_key,
     stored_windows,
 )
-from app.services.windowing import resolve_range
+from app.sla.objectives import Objective, ObjectiveResult, evaluate_objective
 from app.statuses import SlaStatus, WindowState
-
-CSV_COLUMNS: tuple[str, ...] = (
-    "window_start",
-    "window_end",
-    "segment",
-    "n",
-    "prior",
-    "objective",
-    "metric",
-    "evaluated_as",
-    "op",
-    "target",
-    "value",
-    "lower",
-    "upper",
-    "evidence",
-    "rule",
-    "status",
-    "reason",
-)
-"""Columns of the CSV report, one row per (window, objective)."""
+from app.timegrid import resolve_range
 
 RULE = (
     "Each window is judged on the metric at the reference prior pi0. "
@@ -201,45 +178,6 @@ class SlaReport:
         }
 
 
-def _csv_number(value: float | int | None) -> str:
-    return "" if value is None else repr(value)
-
-
-def report_to_csv(*reports: SlaReport) -> str:
-    """The reports as one CSV (RFC 4180, header :data:`CSV_COLUMNS`): one row per
-    window and objective, report after report (the ``segment`` column tells them
-    apart); undefined values are empty cells."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\r\n")
-    writer.writerow(CSV_COLUMNS)
-    for w in (w for report in reports for w in report.windows):
-        view = w.window
-        for r in w.results:
-            o = r.objective
-            writer.writerow(
-                [
-                    iso(view.start),
-                    iso(view.end),
-                    view.segment or "",
-                    view.n,
-                    _csv_number(view.prior),
-                    o.label,
-                    o.metric,
-                    o.evaluated_as,
-                    o.op,
-                    repr(o.target),
-                    _csv_number(r.value),
-                    _csv_number(r.lower),
-                    _csv_number(r.upper),
-                    o.evidence,
-                    o.decision_rule,
-                    r.status,
-                    r.reason or "",
-                ]
-            )
-    return out.getvalue()
-
-
 def window_results(
     objectives: Sequence[Objective], window: WindowView
 ) -> tuple[ObjectiveResult, ...]:
@@ -270,7 +208,7 @@ def sla_report(
     """The SLA report of the model's windows of one segment starting in [from, to).
 
     Reads the stored windows (never merged ones); the range defaults and
-    limits are those of listing windows (app.services.windowing.resolve_range).
+    limits are those of listing windows (app.timegrid.resolve_range).
     """
     objectives = model_objectives(model)
     key = segment_key(model, segment)

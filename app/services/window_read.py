@@ -41,7 +41,8 @@ from app.services.model_config import ModelConfig
 from app.services.reference_cache import ReferenceCache
 from app.services.window_compute import compute_window_result
 from app.services.window_sums import WindowSums
-from app.services.windowing import (
+from app.statuses import StoredStatus, WindowState
+from app.timegrid import (
     WindowRange,
     check_granularity,
     check_window_start,
@@ -49,7 +50,6 @@ from app.services.windowing import (
     window_length,
     window_start,
 )
-from app.statuses import StoredStatus, WindowState
 
 MAX_STORED_WINDOWS = 5_000
 """Longest range of stored windows one request may span (in model windows)."""
@@ -499,7 +499,7 @@ def list_windows(
     segment : str or None
         A registered segment, or None for the all-traffic windows.
     start_from, to : datetime or None
-        The range of window starts (see :func:`app.services.windowing.resolve_range`).
+        The range of window starts (see :func:`app.timegrid.resolve_range`).
     granularity : str or None
         None or the model's window: the stored windows. A longer window length:
         merged windows computed now (at most :data:`MAX_MERGED_WINDOWS`).
@@ -512,7 +512,7 @@ def list_windows(
         Unregistered segment, bad granularity, bad or too long range.
     """
     key = segment_key(model, segment)
-    granularity = check_granularity(model, granularity)
+    granularity = check_granularity(model.window, granularity)
     if granularity == model.window:
         window_range = resolve_range(
             granularity, start_from, to, now=now, max_windows=MAX_STORED_WINDOWS
@@ -539,7 +539,7 @@ def get_window(
     window by default); a longer granularity merges and computes it now.
     """
     key = segment_key(model, segment)
-    granularity = check_granularity(model, granularity)
+    granularity = check_granularity(model.window, granularity)
     start = check_window_start(start, granularity)
     if granularity == model.window:
         return stored_window(session, model, key, start)

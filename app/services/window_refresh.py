@@ -56,8 +56,8 @@ from app.services.refresh_tier import detail_due, detail_phase, next_detail_due
 from app.services.window_compute import WindowResult, compute_window_result
 from app.services.window_document import KEPT_BY_SUMMARY, window_document
 from app.services.window_sums import WindowSums
-from app.services.windowing import window_length
 from app.statuses import StoredStatus
+from app.timegrid import window_length
 
 log = logging.getLogger("priorwatch.worker")
 

@@ -28,7 +28,7 @@ from app.config import Settings
 from app.db.base import Base
 from app.drift.simulation import shifted_logit_scores
 from app.main import create_app
-from app.services.windowing import window_start
+from app.timegrid import window_start
 from app.worker.jobs import DatabaseJobs
 
 MODEL = "fraud"

@@ -29,7 +29,7 @@ from app.services.window_refresh import (
     claim_windows,
     persist_group,
 )
-from app.services.windowing import window_length, window_start
+from app.timegrid import window_length, window_start
 
 TEST_N_BINS = 500
 """Fewer bins than the default: the tests are about the protocol, not the resolution."""

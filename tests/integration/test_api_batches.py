@@ -20,7 +20,7 @@ from app.metrics.binning import histogram_counts
 from app.metrics.probability import ProbabilitySums
 from app.services import idempotency
 from app.services.aggregates import confusion_counts, probability_sums
-from app.services.windowing import window_start
+from app.timegrid import window_start
 
 PROBLEM = "application/problem+json"
 

@@ -2,7 +2,7 @@
 
 Extreme instants (year 1 or 9999 with an offset) used to reach arithmetic
 that overflows (500); every date the API takes goes through
-``app.services.timestamps.parse_instant`` and is refused with a 422 naming
+``app.timegrid.parse_instant`` and is refused with a 422 naming
 the field instead.
 """
 

@@ -20,7 +20,7 @@ from _read_support import drain
 from fastapi.testclient import TestClient
 
 from app.db.models import Model, WindowAggregate
-from app.services.windowing import window_start
+from app.timegrid import window_start
 from priorwatch_client import ApiError, AsyncClient, Client, DeliveryError, RetryPolicy
 
 WINDOW_FIELDS = (

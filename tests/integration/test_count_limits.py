@@ -20,7 +20,7 @@ from app.services.count_limits import (
     MAX_WINDOW_COUNT,
 )
 from app.services.engine_cache import EngineCache
-from app.services.windowing import window_start
+from app.timegrid import window_start
 
 PROBLEM = "application/problem+json"
 

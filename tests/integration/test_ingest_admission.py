@@ -35,7 +35,7 @@ from app.services.auth_cache import AUTH_CACHE
 from app.services.count_limits import MAX_WINDOW_COUNT
 from app.services.errors import IdempotencyKeyReused, ModelNotFound
 from app.services.ingestion import INLINE_HASH_BYTES, _hash_body, ingest_batch
-from app.services.windowing import window_start
+from app.timegrid import window_start
 
 
 def _stored(engine: sa.Engine) -> tuple[int, int]:

@@ -28,8 +28,8 @@ from app.db.models import ALL_SEGMENTS_LABEL, Model, WindowAggregate, WindowMetr
 from app.exporter import names
 from app.exporter.streaks import read_outcomes, read_recent_keys, window_outcomes
 from app.main import create_app
-from app.services.sla_objectives import Objective
-from app.services.windowing import window_start
+from app.sla.objectives import Objective
+from app.timegrid import window_start
 from app.worker.jobs import DatabaseJobs
 
 MODEL = "streaky"

@@ -32,7 +32,7 @@ from app.metrics.probability import ProbabilitySums
 from app.services.ingestion import ingest_batch
 from app.services.model_config import ModelConfig
 from app.services.window_read import stored_windows
-from app.services.windowing import WindowRange, window_start
+from app.timegrid import WindowRange, window_start
 
 N_BINS = 200
 THRESHOLD = 0.5

@@ -19,7 +19,7 @@ from app.services.model_config import ModelConfig
 from app.services.reference_cache import ENTRY_BYTES, ReferenceCache
 from app.services.window_refresh import claim_windows, refresh_group
 from app.services.window_sums import WindowSums
-from app.services.windowing import window_length
+from app.timegrid import window_length
 
 
 def _drain(factory: sessionmaker[Session]) -> None:

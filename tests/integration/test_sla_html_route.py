@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.cli.service import EXIT_USAGE
-from app.services.sla_html import report_to_html, reports_to_html
+from app.sla.html import report_to_html, reports_to_html
 
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 

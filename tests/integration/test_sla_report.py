@@ -28,7 +28,7 @@ from _read_support import (
 )
 
 from app.metrics import evaluate
-from app.services.sla import CSV_COLUMNS
+from app.sla.csv import CSV_COLUMNS
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

@@ -33,7 +33,7 @@ from app.services.window_refresh import (
     claim_windows,
     refresh_group,
 )
-from app.services.windowing import window_length
+from app.timegrid import window_length
 
 INTERVAL = 300.0
 OPEN = "1w"

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 from _read_support import drain, iso, sample
 
-from app.services.windowing import window_start
 from app.statuses import DriftStatus
+from app.timegrid import window_start
 
 
 def test_pending_then_fresh_then_pending_again(api: Any) -> None:

@@ -37,7 +37,7 @@ from app.services.window_refresh import (
     persist_group,
     refresh_group,
 )
-from app.services.windowing import window_length
+from app.timegrid import window_length
 from app.worker.jobs import DatabaseJobs
 
 WAIT_SECONDS = 60.0

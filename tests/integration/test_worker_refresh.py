@@ -30,8 +30,8 @@ from app.services.drift_reference import reference_period
 from app.services.model_config import ModelConfig
 from app.services.window_compute import compute_window_result
 from app.services.window_sums import WindowSums
-from app.services.windowing import isoformat_z
 from app.statuses import DriftVerdict
+from app.timegrid import isoformat_z
 from app.worker.runner import InProcessWorker
 from app.worker.settings import WorkerSettings
 

@@ -1,4 +1,4 @@
-"""Round axis ticks and time labels of the SLA page (app/services/chart_ticks.py)."""
+"""Round axis ticks and time labels of the SLA page (app/sla/chart_ticks.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.services.chart_ticks import nice_ticks, readable_instant, tick_decimals, time_labels
+from app.sla.chart_ticks import nice_ticks, readable_instant, tick_decimals, time_labels
 
 MONDAY = datetime(2026, 11, 23, tzinfo=UTC)
 

@@ -19,11 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app import timegrid
 from app.errors import InvalidInput
 from app.metrics import probability
 from app.metrics._validation import check_scores_labels
 from app.metrics.binning import check_bin_edges, default_bin_edges, histogram_counts
-from app.services import windowing
 from priorwatch_client import InvalidInput as ClientInvalidInput
 from priorwatch_client import binning as client_binning
 from priorwatch_client import sums as client_sums
@@ -135,7 +135,7 @@ def test_bin_edges_are_checked_alike(edges: Any) -> None:
 
 
 def test_window_starts_and_timestamps_equal_the_services() -> None:
-    assert client_windows.WINDOW_LENGTHS == windowing.WINDOW_LENGTHS
+    assert client_windows.WINDOW_LENGTHS == timegrid.WINDOW_LENGTHS
     rng = np.random.default_rng(5)
     base = datetime(1969, 6, 1, tzinfo=UTC)
     offsets = rng.integers(0, 80 * 365 * 86400 * 10**6, size=300)
@@ -147,11 +147,11 @@ def test_window_starts_and_timestamps_equal_the_services() -> None:
         datetime(1970, 1, 1, tzinfo=UTC),
     ]
     for at in moments:
-        for window in windowing.WINDOW_LENGTHS:
+        for window in timegrid.WINDOW_LENGTHS:
             start = client_windows.window_start(at, window)
-            assert start == windowing.window_start(at, window), (at, window)
+            assert start == timegrid.window_start(at, window), (at, window)
             assert start.utcoffset() == timedelta(0)
-        assert client_windows.isoformat_z(at) == windowing.isoformat_z(at)
+        assert client_windows.isoformat_z(at) == timegrid.isoformat_z(at)
     with pytest.raises(ValueError, match="timezone-aware"):
         client_windows.window_start(datetime(2026, 1, 1), "1h")
     with pytest.raises(KeyError):

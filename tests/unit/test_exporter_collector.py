@@ -24,7 +24,7 @@ from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey, _obj
 from app.exporter.rejections import RejectionCounter
 from app.exporter.series import families
 from app.exporter.text import sample_lines
-from app.services.sla_objectives import Objective
+from app.sla.objectives import Objective
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 START = datetime(2026, 11, 26, 10, 0, tzinfo=UTC)

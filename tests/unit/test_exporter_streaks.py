@@ -17,7 +17,7 @@ from app.exporter.streaks import (
     streak_series,
     window_outcomes,
 )
-from app.services.sla_objectives import Objective, evaluate_objective
+from app.sla.objectives import Objective, evaluate_objective
 
 START = datetime(2026, 11, 26, tzinfo=UTC)
 RECALL = Objective("recall", ">=", 0.6)

@@ -23,7 +23,7 @@ from app.exporter.text import (
     render_series,
     sample_lines,
 )
-from app.services.sla_objectives import Objective
+from app.sla.objectives import Objective
 
 NOW = datetime(2026, 11, 26, 12, tzinfo=UTC)
 

@@ -12,7 +12,10 @@ checks per rule:
   ``sys.modules`` (catches what a third-party import drags in).
 
 A rule whose package does not exist fails: a moved package must move its
-rule too. Every package of app/ must have a layer in :data:`LAYERS`.
+rule too. Every package of app/ (every folder holding Python) must have a layer
+in :data:`LAYERS` and an ``__init__.py``, and no two packages import each other,
+directly or round a longer cycle. Each wrong arrow the rules exist for is fed
+to the checkers as a synthetic import, to show that it fails.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -38,17 +42,21 @@ LAYERS: dict[str, str] = {
     "app.metrics": "pure",
     "app.drift": "pure",
     "app.estimation": "pure",
+    "app.sla": "pure",
     "app.db": "storage",
     "app.services": "domain",
     "app.worker": "worker",
     "app.exporter": "exporter",
     "app.api": "web",
     "app.cli": "entry",
+    "app.demo": "entry",
 }
 """Every package of app/ and its layer (see CONTRIBUTING.md, "Layers")."""
 
-PURE_LEAVES = ("app.errors", "app.statuses")
-"""Dependency-free modules that every layer, the pure ones included, may import."""
+PURE_LEAVES = ("app.errors", "app.statuses", "app.timegrid")
+"""Modules of the standard library and each other only, that every layer, the pure
+ones included, may import (app.timegrid: instants and windows, for services, the
+exporter and the CLI)."""
 
 STORAGE = ("app.db", "sqlalchemy", "alembic", "psycopg")
 WEB = ("app.api", "app.main", "fastapi", "starlette", "uvicorn")
@@ -94,9 +102,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule("app.drift", (*STORAGE, *WEB, *EXPORTER, *DOMAIN), frozenset({"numpy", "scipy"})),
     Rule("app.estimation", (*STORAGE, *WEB, *EXPORTER, *DOMAIN), frozenset({"numpy", "scipy"})),
+    Rule("app.sla", (*STORAGE, *WEB, *EXPORTER, *DOMAIN), frozenset()),
     Rule("app.db", ("app.services", "app.worker", "app.exporter", *WEB)),
     Rule("app.worker", (*WEB, "app.exporter")),
-    Rule("app.exporter", METRICS_COMPUTATION),
+    Rule("app.exporter", (*METRICS_COMPUTATION, *WEB, "app.services")),
 )
 """The layering rules. To add a pure package (e.g. app.estimation), add it to
 LAYERS and add ``Rule("app.estimation", (*STORAGE, *WEB, *EXPORTER, *DOMAIN),
@@ -163,12 +172,13 @@ def _direct_imports(module: str, *, module_level: bool = False) -> frozenset[str
     return frozenset(found)
 
 
-def _closure(start: list[str]) -> set[str]:
+def _closure(start: list[str], extra: Mapping[str, set[str]] | None = None) -> set[str]:
     """``start`` and everything it imports, transitively through app/.
 
     An imported module counts with every import statement it holds, even inside
     functions (lazy imports); the parent packages it makes Python run count with
-    their module-level statements only."""
+    their module-level statements only. ``extra`` adds synthetic imports (module ->
+    the modules it would import), for the tests that show a wrong arrow fails."""
     full: set[str] = set()
     partial: set[str] = set()
     todo = [(name, True) for name in start]
@@ -180,6 +190,7 @@ def _closure(start: list[str]) -> set[str]:
         if name in _modules():
             todo.extend((parent, False) for parent in _parents(name))
             todo.extend((n, True) for n in _direct_imports(name, module_level=not whole))
+        todo.extend((n, True) for n in (extra or {}).get(name, ()))
     return full | partial
 
 
@@ -203,8 +214,56 @@ def _loaded_by_importing(package: str) -> frozenset[str]:
 
 
 def test_every_package_has_a_layer() -> None:
-    packages = {_module_name(p.parent) for p in APP.glob("*/__init__.py")}
+    folders = {p.parent for p in APP.glob("*/**/*.py")}
+    packages = {_module_name(p / "__init__.py") for p in folders if p.parent == APP}
     assert packages == set(LAYERS), "add the package to LAYERS (and RULES) in this file"
+    assert not [p for p in folders if not (p / "__init__.py").is_file()], "add an __init__.py"
+
+
+def _package(module: str) -> str:
+    """The package of app/ (or top-level module) that ``module`` belongs to."""
+    return ".".join(module.split(".")[:2])
+
+
+def _package_cycles(extra: Mapping[str, set[str]] | None = None) -> list[list[str]]:
+    """The cycles between app's packages and top-level modules (imports inside functions
+    included, ``if TYPE_CHECKING:`` ones not), each as the path round it."""
+    graph: dict[str, set[str]] = {}
+    for module in _modules():
+        if module == "app":
+            continue
+        imported = {*_direct_imports(module), *(extra or {}).get(module, ())}
+        edges = graph.setdefault(_package(module), set())
+        edges.update(_package(n) for n in imported if n.startswith("app.") and n != "app")
+    for package, edges in graph.items():
+        edges.discard(package)
+    cycles = []
+    for start in sorted(graph):
+        paths = [[start]]
+        seen = {start}
+        while paths:
+            path = paths.pop()
+            for nxt in sorted(graph.get(path[-1], ())):
+                if nxt == start:
+                    cycles.append([*path, start])
+                elif nxt not in seen and nxt > start:  # each cycle once, from its least package
+                    seen.add(nxt)
+                    paths.append([*path, nxt])
+    return cycles
+
+
+def test_no_cycle_between_packages() -> None:
+    cycles = _package_cycles()
+    assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _offenders(rule: Rule, extra: Mapping[str, set[str]] | None = None) -> list[str]:
+    return [
+        f"{module} loads {name}"
+        for module in _package_modules(rule.package)
+        for name in sorted(_closure([module], extra))
+        if _in(name, rule.forbidden) and not _in(name, (rule.package,))
+    ]
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)
@@ -217,14 +276,38 @@ def test_rule_package_exists(rule: Rule) -> None:
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)
 def test_import_graph_respects_rule(rule: Rule) -> None:
-    modules = _package_modules(rule.package)
-    assert modules, f"{rule.package} has no modules"
-    offenders = []
-    for module in modules:
-        for name in sorted(_closure([module])):
-            if _in(name, rule.forbidden) and not _in(name, (rule.package,)):
-                offenders.append(f"{module} loads {name}")
+    assert _package_modules(rule.package), f"{rule.package} has no modules"
+    offenders = _offenders(rule)
     assert not offenders, "\n".join(offenders[:20])
+
+
+EXPORTER_RULE = next(r for r in RULES if r.package == "app.exporter")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"app.exporter.rejections": {"app.api.errors"}},  # exporter -> web (one URN prefix)
+        {"app.exporter.reads": {"fastapi"}},
+        {"app.exporter.series": {"app.services.sla"}},  # exporter -> services (SLA rules)
+        {"app.exporter.estimates": {"app.services.window_read"}},
+        {"app.timegrid": {"app.services.model_config"}},  # through a pure leaf it loads
+    ],
+    ids=["exporter-api", "exporter-fastapi", "exporter-services", "exporter-reads", "via-leaf"],
+)
+def test_a_wrong_arrow_of_the_exporter_fails_the_check(extra: dict[str, set[str]]) -> None:
+    names = next(iter(extra.values()))
+    offenders = _offenders(EXPORTER_RULE, extra)
+    assert offenders and all(_in(o.split()[-1], EXPORTER_RULE.forbidden) for o in offenders)
+    assert any(_in(o.split()[-1], tuple(names)) for o in offenders), offenders
+
+
+def test_a_package_cycle_fails_the_check() -> None:
+    """db -> services would close a cycle (services import db)."""
+    assert not _package_cycles()
+    cycles = _package_cycles({"app.db.models": {"app.services.sla"}})
+    assert ["app.db", "app.services", "app.db"] in cycles
+    assert _package_cycles({"app.timegrid": {"app.exporter.series"}})  # longer: leaf <-> exporter
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)
@@ -257,7 +340,9 @@ def test_pure_packages_import_only_allowed_libraries(rule: Rule) -> None:
 def test_pure_leaves_import_only_the_standard_library(module: str) -> None:
     imported = _direct_imports(module)
     assert imported, f"{module} imports nothing at all? (from __future__ is expected)"
-    assert all(name.split(".")[0] in sys.stdlib_module_names for name in imported), imported
+    assert all(
+        name.split(".")[0] in sys.stdlib_module_names or name in PURE_LEAVES for name in imported
+    ), imported
 
 
 def test_the_collector_does_not_load_the_metrics_core() -> None:
@@ -303,32 +388,56 @@ def test_the_metrics_package_is_lazy_and_keeps_its_entry_point() -> None:
 # --- the client package (clients/python/priorwatch_client) ----------------------------
 
 
+def _top_level_imports(source: str, filename: str) -> set[str]:
+    """Top-level names imported anywhere in ``source`` (functions and ``if
+    TYPE_CHECKING:`` included: the distribution has nothing else to offer)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{filename}: relative import"
+            names.add((node.module or "").split(".")[0])
+    return names
+
+
 def _client_imports() -> dict[str, set[str]]:
-    """Top-level names imported anywhere in each client module (functions and
-    ``if TYPE_CHECKING:`` included: the distribution has nothing else to offer)."""
-    found: dict[str, set[str]] = {}
-    for path in sorted(CLIENT.glob("*.py")):
-        names = found.setdefault(path.name, set())
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.Import):
-                names.update(alias.name.split(".")[0] for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                assert node.level == 0, f"{path.name}: relative import"
-                names.add((node.module or "").split(".")[0])
-    return found
+    """:func:`_top_level_imports` of each client module."""
+    return {
+        path.name: _top_level_imports(path.read_text(), path.name)
+        for path in sorted(CLIENT.glob("*.py"))
+    }
 
 
-def test_the_client_imports_only_its_declared_dependencies() -> None:
+def _client_offenders(imports: Mapping[str, set[str]]) -> list[str]:
     declared = tomllib.loads((CLIENT.parent / "pyproject.toml").read_text())["project"]
     allowed = {re.split(r"[<>=!~ \[]", d)[0] for d in declared["dependencies"]}
     assert allowed == {"numpy", "httpx", "orjson"}
-    offenders = [
+    return [
         f"{module} imports {name}"
-        for module, names in _client_imports().items()
+        for module, names in imports.items()
         for name in sorted(names)
         if name not in sys.stdlib_module_names and name not in {*allowed, "priorwatch_client"}
     ]
+
+
+def test_the_client_imports_only_its_declared_dependencies() -> None:
+    offenders = _client_offenders(_client_imports())
     assert len(_client_imports()) > 5 and not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from app.services.windowing import window_start",  # client -> services
+        "import app.timegrid",
+        "def f():\n    from app.services import sla",
+    ],
+)
+def test_a_wrong_arrow_of_the_client_fails_the_check(source: str) -> None:
+    imports = _client_imports()
+    imports["client.py"] = {*imports["client.py"], *_top_level_imports(source, "client.py")}
+    assert _client_offenders(imports) == ["client.py imports app"]
 
 
 def test_the_development_install_imports_the_client_from_the_source_tree() -> None:

@@ -69,7 +69,7 @@ def test_drift_reference_forms() -> None:
     ):
         with pytest.raises(ValidationError):
             DriftReference.model_validate(bad)
-    # no offset: UTC, as everywhere in the API (app.services.timestamps)
+    # no offset: UTC, as everywhere in the API (app.timegrid)
     naive = DriftReference.model_validate({"from": "2026-01-01T00:00:00", "to": "2026-01-02"})
     assert naive.model_dump(mode="json", by_alias=True)["to"] == "2026-01-02T00:00:00Z"
 

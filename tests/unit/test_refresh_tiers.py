@@ -17,15 +17,15 @@ from app.metrics.confusion import ConfusionCounts
 from app.services.model_config import ModelConfig
 from app.services.refresh_tier import DETAIL_SPREAD, detail_due, detail_phase, next_detail_due
 from app.services.sla import window_results
-from app.services.sla_objectives import (
-    STALE_DETAIL_REASON,
-    Objective,
-    evaluate_objective,
-)
 from app.services.window_compute import WindowResult, compute_window_result
 from app.services.window_document import KEPT_BY_SUMMARY, window_document
 from app.services.window_read import WindowView
 from app.services.window_sums import WindowSums
+from app.sla.objectives import (
+    STALE_DETAIL_REASON,
+    Objective,
+    evaluate_objective,
+)
 
 T0 = datetime(2026, 11, 26, 10, tzinfo=UTC)
 END = T0 + timedelta(hours=1)

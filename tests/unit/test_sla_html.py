@@ -1,4 +1,4 @@
-"""The SLA report as an HTML page (app/services/sla_html.py): self-contained, every
+"""The SLA report as an HTML page (app/sla/html.py): self-contained, every
 status in the legend, and rendered by a real headless Chromium to a non-blank PNG."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from _png import read_png
 
-from app.services.sla_html import STATUS_COLOURS, report_to_html, reports_to_html, status_colour
+from app.sla.html import STATUS_COLOURS, report_to_html, reports_to_html, status_colour
 
 STATUSES = ("met", "met", "breached", "inconclusive", "insufficient_data", "pending", "novel")
 

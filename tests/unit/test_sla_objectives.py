@@ -13,9 +13,10 @@ from app.metrics.area_intervals import FEW_NEGATIVES, calibrated_auc_pr_interval
 from app.metrics.evaluate import OPS_METRICS
 from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
 from app.services.metric_names import metric_names
-from app.services.sla import CSV_COLUMNS, SlaReport, SlaWindow, Tally, report_to_csv, window_results
-from app.services.sla_objectives import AT_PI0, OPS_WITH_INTERVALS, Objective, evaluate_objective
+from app.services.sla import SlaReport, SlaWindow, Tally, window_results
 from app.services.window_read import WindowView
+from app.sla.csv import CSV_COLUMNS, reports_to_csv
+from app.sla.objectives import AT_PI0, OPS_WITH_INTERVALS, Objective, evaluate_objective
 
 
 @pytest.mark.parametrize(
@@ -246,7 +247,7 @@ def test_report_windows_summary_and_csv() -> None:
         "interval: met if lower >= 0.5; breached if upper < 0.5; else inconclusive"
     )
 
-    rows = list(csv.reader(io.StringIO(report_to_csv(report))))
+    rows = list(csv.reader(io.StringIO(reports_to_csv(doc))))
     assert tuple(rows[0]) == CSV_COLUMNS
     assert len(rows) == 1 + len(views) * len(objectives)
     first = dict(zip(CSV_COLUMNS, rows[1], strict=True))

@@ -1,4 +1,4 @@
-"""app.services.timestamps.parse_instant: the one date parser of the API."""
+"""app.timegrid.parse_instant: the one date parser of the API."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from app.errors import InvalidInput
-from app.services.timestamps import EARLIEST, LATEST, parse_instant
+from app.timegrid import EARLIEST, LATEST, parse_instant
 
 
 def test_forms_of_the_same_instant() -> None:

@@ -25,7 +25,6 @@ from app.metrics.evaluate import CURVE_METRICS, evaluate, threshold_suffix
 from app.metrics.probability import ProbabilitySums
 from app.services.drift_reference import dependent_windows, reference_period
 from app.services.model_config import ModelConfig
-from app.services.sla_objectives import has_interval
 from app.services.window_compute import (
     INSUFFICIENT,
     MAX_CURVE_POINTS,
@@ -35,6 +34,7 @@ from app.services.window_compute import (
     downsample_indices,
 )
 from app.services.window_sums import WindowSums, sums_seed
+from app.sla.objectives import has_interval
 from app.statuses import DriftStatus, DriftVerdict
 
 THRESHOLDS = (0.5, 0.3)

@@ -15,8 +15,9 @@ from app.api.deps import ReadModelDep, SessionDep
 from app.api.routes.models import PROBLEMS
 from app.api.routes.windows import FromQuery, ToQuery
 from app.services.model_config import ModelConfig
-from app.services.sla import RULE, report_to_csv, sla_report
-from app.services.sla_html import reports_to_html
+from app.services.sla import RULE, sla_report
+from app.sla.csv import reports_to_csv
+from app.sla.html import reports_to_html
 
 router = APIRouter(prefix="/v1/models/{name}/sla", tags=["sla"])
 
@@ -114,7 +115,7 @@ def get_sla_report(
     if media == CSV_MEDIA_TYPE:
         filename = f"sla-{config.name}.csv"
         return Response(
-            report_to_csv(*reports),
+            reports_to_csv(*(r.to_dict() for r in reports)),
             media_type=f"{CSV_MEDIA_TYPE}; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="{filename}"'},
         )

@@ -1,4 +1,4 @@
-"""Readable axis ticks for the SLA page's charts (app/services/sla_html.py).
+"""Readable axis ticks for the SLA page's charts (app/sla/html.py).
 
 Values get round steps (1, 2, 2.5 or 5 times a power of ten) and times get
 labels on round instants (whole hours, days, Mondays), so a chart reads

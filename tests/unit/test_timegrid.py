@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.services.model_settings import WindowName
-from app.services.windowing import (
+from app.timegrid import (
     WINDOW_LENGTHS,
     isoformat_z,
     window_end,

@@ -21,7 +21,7 @@ from datetime import datetime
 from html import escape
 from typing import Any
 
-from app.services.chart_ticks import nice_ticks, readable_instant, tick_decimals, time_labels
+from app.sla.chart_ticks import nice_ticks, readable_instant, tick_decimals, time_labels
 
 STATUS_COLOURS: Mapping[str, str] = {
     "met": "#2e7d32",

@@ -1,0 +1,1 @@
+"""The demo scenario of ``priorwatch simulate``: a synthetic model and its summary (CLI only)."""
