@@ -88,6 +88,8 @@ class ExampleTotals:
         value the caller gave: see :func:`read_admission`).
     model_unfolded : examples in the model's unfolded all-traffic deltas.
     missing : the aggregates of the window that do not exist yet.
+    window_unfolded : examples of the unfolded deltas of each aggregate of the
+        window (a part of ``window_counts``).
 
     The model's sums are floating point, which cannot overflow (an integer
     SUM raises on SQLite past 2^63); exact to a few parts in 10^16, enough
@@ -98,11 +100,26 @@ class ExampleTotals:
     model_folded: float
     model_unfolded: float
     missing: list[str]
+    window_unfolded: list[int]
 
     @property
     def model_total(self) -> float:
         """Examples of the model's all-traffic windows, folded or not."""
         return self.model_folded + self.model_unfolded
+
+    @property
+    def unfolded(self) -> UnfoldedTotals:
+        """The part of these totals read from the unfolded deltas."""
+        return UnfoldedTotals(tuple(self.window_unfolded), self.model_unfolded)
+
+
+@dataclass(frozen=True)
+class UnfoldedTotals:
+    """The unfolded deltas' part of :class:`ExampleTotals`, as a caller may pass it
+    back (a recent read): examples per aggregate of the window, and of the model."""
+
+    window: tuple[int, ...]
+    model: float
 
 
 @dataclass(frozen=True)
@@ -127,7 +144,9 @@ class WindowKey:
 
 
 @functools.cache
-def _example_totals_statement(with_model_folded: bool) -> CompoundSelect[Any]:
+def _example_totals_statement(
+    with_model_folded: bool, with_unfolded: bool = True
+) -> CompoundSelect[Any]:
     """The statement of :class:`ExampleTotals`, built once per shape (its values are bound).
 
     One statement, a plain read (no lock): a batch committed meanwhile is not
@@ -136,12 +155,16 @@ def _example_totals_statement(with_model_folded: bool) -> CompoundSelect[Any]:
     rows (0) from the deltas' (1), so that the caller knows which aggregate
     rows must still be created. ``with_model_folded``: whether to sum the model's
     all-traffic aggregates, one row per window of the model (the reason a
-    caller may pass that sum instead).
+    caller may pass that sum instead). ``with_unfolded``: whether to sum the
+    unfolded deltas (of the window, and of the model: a scan of every delta
+    waiting, which a caller may also pass instead).
     """
     parts = []
     tables: tuple[type[WindowAggregate] | type[BatchDelta], ...] = (WindowAggregate, BatchDelta)
     model_id = bindparam("model_id", type_=Integer)
     for kind, table in enumerate(tables):
+        if table is BatchDelta and not with_unfolded:
+            break
         parts.append(
             select(
                 literal(kind),
@@ -170,21 +193,27 @@ def _example_totals_statement(with_model_folded: bool) -> CompoundSelect[Any]:
 
 
 def _example_totals_of(
-    rows: Iterable[Any], segments: Sequence[str], model_folded: float | None
+    rows: Iterable[Any],
+    segments: Sequence[str],
+    model_folded: float | None,
+    unfolded: UnfoldedTotals | None,
 ) -> ExampleTotals:
-    counts: dict[str, int] = dict.fromkeys(segments, 0)
+    counts = [dict.fromkeys(segments, 0), dict.fromkeys(segments, 0)]  # aggregates, deltas
     existing: set[str] = set()
     model_sums = [0.0, 0.0]  # folded, unfolded
     for kind, segment, n, total in rows:
         if segment is None:
             model_sums[kind] += float(total or 0.0)
             continue
-        counts[segment] += int(n or 0)
+        counts[kind][segment] += int(n or 0)
         if kind == 0:
             existing.add(segment)
     missing = [s for s in segments if s not in existing]
     folded = model_sums[0] if model_folded is None else model_folded
-    return ExampleTotals(list(counts.values()), folded, model_sums[1], missing)
+    if unfolded is None:
+        unfolded = UnfoldedTotals(tuple(counts[1].values()), model_sums[1])
+    window = [a + d for a, d in zip(counts[0].values(), unfolded.window, strict=True)]
+    return ExampleTotals(window, folded, unfolded.model, missing, list(unfolded.window))
 
 
 def ensure_window_aggregates(
@@ -393,6 +422,7 @@ def read_admission(
     window: WindowKey | None = None,
     credential: CachedCredential | None = None,
     model_folded: float | None = None,
+    unfolded: UnfoldedTotals | None = None,
     count_unfolded_up_to: int | None = None,
 ) -> Admission:
     """Everything a batch's admission reads, in the session's transaction: try the
@@ -402,6 +432,8 @@ def read_admission(
 
     ``model_folded``: the model's folded total, if the caller knows it (a recent
     read): its sum over every window of the model is then not read again.
+    ``unfolded``: likewise the unfolded deltas' totals of the window and the
+    model (a scan of every delta waiting), given for the same ``window``.
 
     On PostgreSQL the statements go in one round trip (psycopg pipeline mode).
     The server runs them in order, each with its own snapshot, so the lookup
@@ -414,7 +446,7 @@ def read_admission(
     if key is not None:
         reads.append((_FIND_ANSWER, {"model_id": model_id, "key": key}))
     if window is not None:
-        statement = _example_totals_statement(with_model_folded=model_folded is None)
+        statement = _example_totals_statement(model_folded is None, unfolded is None)
         reads.append((statement, window.params(model_id)))
     if credential is not None:
         token_hash = credential.token_hash
@@ -432,14 +464,14 @@ def read_admission(
         answer = StoredAnswer(key, str(found[0]), response)
     totals = None
     if window is not None:
-        totals = _example_totals_of(next(results), window.segments, model_folded)
+        totals = _example_totals_of(next(results), window.segments, model_folded, unfolded)
     holds = True
     if credential is not None:
         updated_at, active_keys = next(results)[0]
         holds = updated_at is not None and updated_at == credential.model_updated_at
         holds = holds and (credential.token_hash is None or active_keys > 0)
-    unfolded = None if count_unfolded_up_to is None else int(next(results)[0][0])
-    return Admission(locked, answer, totals, holds, unfolded)
+    waiting = None if count_unfolded_up_to is None else int(next(results)[0][0])
+    return Admission(locked, answer, totals, holds, waiting)
 
 
 def _read_all(session: Session, reads: Sequence[tuple[_Read, dict[str, Any]]]) -> list[list[Any]]:

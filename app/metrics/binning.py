@@ -123,9 +123,32 @@ def histogram_counts(
     """
     s, y = check_scores_labels(scores, labels)
     e = check_bin_edges(edges)
+    if s.size * 4 <= e.size - 1:
+        # A small batch: search each score in the edges and count the bins hit,
+        # about 10 times faster than locating every edge at 100 scores in
+        # 10,000 bins; the same counts (tests/unit/test_binning.py).
+        bins = bin_indices(s, e)
+        return (
+            np.bincount(bins[y], minlength=e.size - 1),
+            np.bincount(bins[~y], minlength=e.size - 1),
+        )
     # Sort each class once and locate every edge in it: several times faster
     # than one binary search per score over J edges (bench/bench_ingest.py).
     return _sorted_bin_counts(s[y], e), _sorted_bin_counts(s[~y], e)
+
+
+def bin_indices(scores: Array, edges: Array) -> npt.NDArray[np.intp]:
+    """The bin j of each score in [0, 1]: edges[j] <= score < edges[j+1], the last bin closed.
+
+    Examples
+    --------
+    >>> bin_indices(np.array([0.0, 0.5, 0.7, 1.0]), np.array([0.0, 0.5, 1.0])).tolist()
+    [0, 1, 1, 1]
+    """
+    bins: npt.NDArray[np.intp] = np.minimum(
+        np.searchsorted(edges, scores, side="right") - 1, edges.size - 2
+    )
+    return bins
 
 
 def _sorted_bin_counts(values: Array, edges: Array) -> npt.NDArray[np.int64]:

@@ -38,7 +38,6 @@ from app.errors import InvalidInput
 from app.metrics._validation import check_scores_labels
 from app.metrics.binning import histogram_counts
 from app.metrics.confusion import ConfusionCounts
-from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
 from app.services.count_limits import MAX_BATCH_COUNT, check_batch_counts, check_batch_total
 from app.services.errors import MalformedBody
@@ -275,9 +274,19 @@ def _class_counts(field: str, raw: Any, size: int) -> Counts:
 def _confusion_from_histograms(
     model: ModelConfig, pos: Counts, neg: Counts
 ) -> tuple[ConfusionCounts, ...]:
-    # Exact: every threshold is a bin edge.
-    curve = cumulative_counts_from_histograms(pos, neg, model.bin_edges)
-    return tuple(curve.confusion_at(t) for t in model.thresholds)
+    # Exact: every threshold is a bin edge, so score >= t is every bin from the
+    # first edge >= t up. The same matrices as the histogram curve's
+    # confusion_at (tests/unit/test_sparse_binning.py), without building the
+    # curve (0.13 ms for 10,000 bins, most of a small batch's parse).
+    positives, negatives = int(pos.sum()), int(neg.sum())
+    matrices = []
+    for t in model.thresholds:
+        first = int(np.searchsorted(model.bin_edges, t, side="left"))
+        tp, fp = int(pos[first:].sum()), int(neg[first:].sum())
+        matrices.append(
+            ConfusionCounts(float(tp), float(fp), float(positives - tp), float(negatives - fp))
+        )
+    return tuple(matrices)
 
 
 def _parse_confusion_matrix(raw: Any) -> ConfusionCounts:

@@ -7,11 +7,14 @@ Three ceilings, one per sum a batch increases:
 * :data:`MAX_WINDOW_COUNT` (2^53, the largest count exact in float64): the
   examples of one window aggregate (so its every bin and cell, each a part
   of it). Checked at ingest against the stored aggregate plus its unfolded
-  deltas (a plain read, no lock: app/db/queries.py ``ExampleTotals``).
+  deltas (a plain read, no lock: app/db/queries.py ``ExampleTotals``); the
+  deltas' sum, a scan of every delta waiting, a process reads at most every
+  :data:`UNFOLDED_TOTAL_TTL_SECONDS` per window (so the cost of a batch does
+  not grow with the backlog the worker has yet to fold).
 * :data:`MAX_MODEL_COUNT` (2^62): the examples of one model over all its
   windows (the ``priorwatch_batch_rows_total``-style totals of the exporter).
   Checked at ingest against the sum of the model's all-traffic windows: its
-  unfolded deltas, read with every batch, plus its folded aggregates, one
+  unfolded deltas, read with the window's, plus its folded aggregates, one
   row per window, which a process reads at most every
   :data:`FOLDED_TOTAL_TTL_SECONDS` per model (so the cost of a batch does not
   grow with the model's history; app/services/ingestion.py).
@@ -22,7 +25,12 @@ stored at the same moment, and it would take 2^22 (four million) such
 concurrent batches of the largest size to pass int64 from a full window. The
 same headroom covers a folded model total up to
 :data:`FOLDED_TOTAL_TTL_SECONDS` old (the batches folded since then are
-missed: four million batches of the largest size in that time). A batch
+missed: four million batches of the largest size in that time), and the
+unfolded deltas' sums up to :data:`UNFOLDED_TOTAL_TTL_SECONDS` old (the
+batches stored since then are missed, this process's own included; the
+batches folded since then count twice, which only refuses earlier). A
+window or a model may so pass its ceiling by the batches of those few
+seconds, never int64. A batch
 that would pass a ceiling is refused whole (422 naming the limit); nothing
 of it is stored.
 """
@@ -41,6 +49,8 @@ MAX_MODEL_COUNT = 2**62
 """Most examples of one model over all its windows."""
 FOLDED_TOTAL_TTL_SECONDS = 10.0
 """How long a process reuses a model's folded example total for the model ceiling."""
+UNFOLDED_TOTAL_TTL_SECONDS = 1.0
+"""How long a process reuses a window's (and its model's) unfolded deltas' sums."""
 
 
 def check_batch_total(field: str, total: int) -> None:

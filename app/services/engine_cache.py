@@ -2,7 +2,8 @@
 
 Used for what many requests read and may be a little stale: the keys and
 model settings that authorise a batch (app/services/auth_cache.py), a
-model's folded example total (app/services/ingestion.py) and its tally of
+model's folded example total and its unfolded deltas' sums
+(app/services/ingestion.py) and its tally of
 unfolded deltas (app/services/backpressure.py). Entries are kept
 per engine (weakly), so two apps over two databases never share one.
 """

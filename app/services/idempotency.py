@@ -96,6 +96,7 @@ def in_flight_guard(
     window: queries.WindowKey | None = None,
     credential: queries.CachedCredential | None = None,
     model_folded: float | None = None,
+    unfolded: queries.UnfoldedTotals | None = None,
     count_unfolded_up_to: int | None = None,
 ) -> Iterator[queries.Admission]:
     """Hold (model, key) for the block, or raise :class:`RequestInFlight`.
@@ -103,7 +104,8 @@ def in_flight_guard(
     Yields the admission read (:func:`app.db.queries.read_admission`): the
     batch already stored with that key (for :func:`replay_response`), looked
     up once the key is held; given ``window``, that window's totals (with the
-    model's folded total ``model_folded`` if given, else read); given
+    model's folded total ``model_folded`` and the unfolded deltas' totals
+    ``unfolded`` if given, else read); given
     ``credential``, whether it still holds (:class:`StaleCredential` if not,
     before any answer about the key); given ``count_unfolded_up_to``, the
     model's unfolded deltas counted up to it.
@@ -119,6 +121,7 @@ def in_flight_guard(
         "window": window,
         "credential": credential,
         "model_folded": model_folded,
+        "unfolded": unfolded,
         "count_unfolded_up_to": count_unfolded_up_to,
     }
     if bind.dialect.name == "postgresql":

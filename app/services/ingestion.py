@@ -12,11 +12,12 @@ Order of work for ``POST /v1/models/{name}/batches``:
    batch with that key -> its stored answer, same body, or 422, other body;
    nothing stored), the window's and the model's totals for the count
    ceilings, unfolded deltas included (app/services/count_limits.py; plain
-   reads, no lock; the model's folded total from :data:`FOLDED_TOTALS`
-   while fresh), the cached authorisation checked again (the route's
-   key and model settings: :class:`~app.services.errors.StaleCredential`
-   if either changed), and the model's unfolded deltas counted up to their
-   bound unless this process counted them a moment ago
+   reads, no lock; the model's folded total from :data:`FOLDED_TOTALS` and
+   the unfolded deltas' sums from :data:`UNFOLDED_TOTALS` while fresh), the
+   cached authorisation checked again (the route's key and model settings:
+   :class:`~app.services.errors.StaleCredential` if either changed), and
+   the model's unfolded deltas counted up to their bound unless this
+   process counted them a moment ago
    (app/services/backpressure.py: 429 past the bound);
 4. one write transaction: create the window's aggregate rows if the read
    found them missing (``ON CONFLICT DO NOTHING``: a row created meanwhile
@@ -52,7 +53,11 @@ from app.errors import InvalidInput
 from app.services import idempotency
 from app.services.backpressure import UNFOLDED_COUNTS
 from app.services.batch_parsing import ParsedBatch, parse_batch
-from app.services.count_limits import FOLDED_TOTAL_TTL_SECONDS, check_room
+from app.services.count_limits import (
+    FOLDED_TOTAL_TTL_SECONDS,
+    UNFOLDED_TOTAL_TTL_SECONDS,
+    check_room,
+)
 from app.services.deltas import Delta
 from app.services.engine_cache import EngineCache
 from app.services.errors import MalformedBody, ModelNotFound
@@ -71,6 +76,11 @@ FOLDED_TOTALS = EngineCache(ttl=FOLDED_TOTAL_TTL_SECONDS)
 """Per model, its folded example total as last read by this process: the
 model ceiling's sum over every window of the model, read again once stale
 (app/services/count_limits.py)."""
+
+UNFOLDED_TOTALS = EngineCache(ttl=UNFOLDED_TOTAL_TTL_SECONDS)
+"""Per (model, window, segment), the unfolded deltas' sums of the window's
+aggregates and of the model as last read by this process: a scan of every
+delta waiting, read again once stale (app/services/count_limits.py)."""
 
 INLINE_HASH_BYTES = 64 * 1024
 """Bodies up to this size are hashed in the request's thread: a small body
@@ -223,6 +233,9 @@ def ingest_batch(
         engine = session.get_bind()
         generation = FOLDED_TOTALS.generation
         folded: float | None = FOLDED_TOTALS.get(engine, model.id)
+        unfolded_generation = UNFOLDED_TOTALS.generation
+        unfolded_key = (model.id, rows.window)
+        unfolded: queries.UnfoldedTotals | None = UNFOLDED_TOTALS.get(engine, unfolded_key)
         bound = settings.max_unfolded_deltas
         guard = idempotency.in_flight_guard(
             session,
@@ -231,6 +244,7 @@ def ingest_batch(
             rows.window,
             credential,
             model_folded=folded,
+            unfolded=unfolded,
             count_unfolded_up_to=UNFOLDED_COUNTS.cap_to_count(engine, model.id, bound),
         )
         with guard as read:
@@ -239,6 +253,8 @@ def ingest_batch(
             assert read.totals is not None
             if folded is None:
                 FOLDED_TOTALS.put(engine, model.id, read.totals.model_folded, generation)
+            if unfolded is None:
+                UNFOLDED_TOTALS.put(engine, unfolded_key, read.totals.unfolded, unfolded_generation)
             _check_room(parsed, read.totals)
             UNFOLDED_COUNTS.check(engine, model.id, bound, read.unfolded_deltas)
             with write_transaction(session):

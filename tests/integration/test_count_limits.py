@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from _worker_support import TEST_N_BINS, fold_pending
 from sqlalchemy.orm import Session
 
+from app.db import queries
 from app.db.models import ALL_SEGMENTS, Batch, WindowAggregate
 from app.services import ingestion
 from app.services.count_limits import (
@@ -18,6 +19,7 @@ from app.services.count_limits import (
     MAX_BATCH_COUNT,
     MAX_MODEL_COUNT,
     MAX_WINDOW_COUNT,
+    UNFOLDED_TOTAL_TTL_SECONDS,
 )
 from app.services.engine_cache import EngineCache
 from app.timegrid import window_start
@@ -150,6 +152,8 @@ def test_the_folded_model_total_is_reused_until_stale(
     now = [0.0]
     cache = EngineCache(ttl=FOLDED_TOTAL_TTL_SECONDS, clock=lambda: now[0])
     monkeypatch.setattr(ingestion, "FOLDED_TOTALS", cache)
+    unfolded = EngineCache(ttl=UNFOLDED_TOTAL_TTL_SECONDS, clock=lambda: now[0])
+    monkeypatch.setattr(ingestion, "UNFOLDED_TOTALS", unfolded)
     api, token = setup
     assert api.post_batch("fraud", token, _cm(2**19)).status_code == 202  # reads the sum: 0
     # windows written behind the cache's back (as by another process's folds)
@@ -158,13 +162,41 @@ def test_the_folded_model_total_is_reused_until_stale(
     now[0] = FOLDED_TOTAL_TTL_SECONDS - 0.5
     # the cached sum (0): accepted, though the stored total would refuse it
     assert api.post_batch("fraud", token, _cm(2**20)).status_code == 202
-    now[0] = FOLDED_TOTAL_TTL_SECONDS + 0.5
+    now[0] = FOLDED_TOTAL_TTL_SECONDS + UNFOLDED_TOTAL_TTL_SECONDS  # both caches stale
     # stale: the sum is read again; with the unfolded deltas (2^19 + 2^20) the
     # model is past the ceiling, which one more example passes
     r = api.post_batch("fraud", token, _cm(1))
     _refused(r, "confusion_matrix", f"2^62 = {MAX_MODEL_COUNT} per model")
     model_id = _model_id(db_engine)
     assert cache.get(api.client.app.state.engine, model_id) == float(sum(folded))
+
+
+def test_the_unfolded_deltas_sums_are_reused_until_stale(
+    setup: tuple[Any, str], db_engine: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process sums the unfolded deltas (a scan of every delta waiting) at most once
+    per UNFOLDED_TOTAL_TTL_SECONDS per window; the batches in between read only the
+    window's aggregates (and the model's, while FOLDED_TOTALS holds them)."""
+    now = [0.0]
+    cache = EngineCache(ttl=UNFOLDED_TOTAL_TTL_SECONDS, clock=lambda: now[0])
+    monkeypatch.setattr(ingestion, "UNFOLDED_TOTALS", cache)
+    api, token = setup
+    # the model 2^19 short of its ceiling; the batches go to a window of their own
+    _insert_windows(
+        db_engine, _model_id(db_engine), [MAX_MODEL_COUNT // 2, MAX_MODEL_COUNT // 2 - 2**19]
+    )
+    at = _yesterday() + timedelta(hours=5)
+    # reads the sums (nothing waits yet)
+    assert api.post_batch("fraud", token, _cm(2**18, at=at)).status_code == 202
+    now[0] = UNFOLDED_TOTAL_TTL_SECONDS - 0.5
+    # the cached sums (nothing waiting): accepted, though the stored deltas would refuse it
+    assert api.post_batch("fraud", token, _cm(2**18 + 1, at=at)).status_code == 202
+    now[0] = UNFOLDED_TOTAL_TTL_SECONDS + 0.5
+    # stale: read again, the two deltas waiting pass the ceiling, which one more example passes
+    _refused(api.post_batch("fraud", token, _cm(1, at=at)), "confusion_matrix", "2^62")
+    key = (_model_id(db_engine), queries.WindowKey(window_start(at, "1h"), None))
+    expected = queries.UnfoldedTotals((2**19 + 1,), float(2**19 + 1))
+    assert cache.get(api.client.app.state.engine, key) == expected
 
 
 def _model_id(engine: sa.Engine) -> int:
