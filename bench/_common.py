@@ -7,6 +7,8 @@ script runs as ``python bench/bench_<area>.py``, so bench/ is on sys.path).
   the tests', :mod:`app.db.scratch`), or ``None`` when the server is
   unreachable (the benchmark then skips its PostgreSQL part);
   :func:`migrated_postgres_database`: the same, migrated to head;
+  :func:`model_on`: the settings, an engine, a session factory and one registered
+  model on a database;
 * :func:`worker_processes`: real ``priorwatch worker`` processes, warmed up,
   stopped after; :func:`cpu_seconds`: a process's CPU time (Linux /proc);
 * :func:`waiting_windows` and :func:`wait_drained`: the worker queue read
@@ -29,9 +31,15 @@ from pathlib import Path
 import numpy as np
 import orjson
 import sqlalchemy as sa
+from sqlalchemy.orm import Session, sessionmaker
 
+from app.config import Settings
 from app.db.migrate import upgrade_to_head
 from app.db.scratch import ServerUnavailable, scratch_postgres_database
+from app.db.session import make_engine, make_session_factory
+from app.services.model_config import ModelConfig
+from app.services.model_settings import ModelCreate
+from app.services.models import create_model
 
 
 def per_call(func: Callable[[], object], repeat: int) -> float:
@@ -85,6 +93,19 @@ def migrated_postgres_database(
         if url is not None:
             upgrade_to_head(url)
         yield url
+
+
+def model_on(
+    url: str, spec: dict[str, object], at: datetime
+) -> tuple[Settings, sa.Engine, sessionmaker[Session], ModelConfig]:
+    """The service's settings on ``url``, an engine and its session factory, and the
+    model ``spec`` registered at ``at``."""
+    settings = Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
+    engine = make_engine(url, settings)
+    factory = make_session_factory(engine)
+    with factory() as session:
+        row = create_model(session, ModelCreate.model_validate(spec), at)
+        return settings, engine, factory, ModelConfig.from_row(row)
 
 
 def cpu_seconds(pid: int) -> float:

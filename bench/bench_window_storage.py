@@ -20,14 +20,9 @@ from datetime import timedelta
 
 import numpy as np
 import sqlalchemy as sa
-from _common import migrated_postgres_database
+from _common import migrated_postgres_database, model_on
 from bench_worker import now, post
 
-from app.config import Settings
-from app.db.session import make_engine, make_session_factory
-from app.services.model_config import ModelConfig
-from app.services.model_settings import ModelCreate
-from app.services.models import create_model
 from app.worker.jobs import DatabaseJobs
 
 TABLES = ("window_aggregate", "window_metrics", "batch", "batch_delta")
@@ -58,12 +53,7 @@ def main() -> None:
     with migrated_postgres_database() as url:
         if url is None:
             return
-        settings = Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
-        engine = make_engine(url, settings)
-        factory = make_session_factory(engine)
-        with factory() as session:
-            row = create_model(session, ModelCreate(name="storage", pi0=0.05), now())
-            model = ModelConfig.from_row(row)
+        settings, engine, factory, model = model_on(url, {"name": "storage", "pi0": 0.05}, now())
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
             c.execute(sa.text("VACUUM ANALYZE"))
         before = sizes(engine)

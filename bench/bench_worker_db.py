@@ -20,17 +20,14 @@ import time
 from typing import Any
 
 import numpy as np
-from _common import migrated_postgres_database
+from _common import migrated_postgres_database, model_on
 from bench_worker import now, post
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.config import Settings
 from app.db import queue
-from app.db.session import make_engine, make_session_factory, write_transaction
+from app.db.session import write_transaction
 from app.services import window_refresh
 from app.services.model_config import ModelConfig
-from app.services.model_settings import ModelCreate
-from app.services.models import create_model
 from app.services.window_compute import WindowResult
 from app.timegrid import window_length, window_start
 from app.worker.jobs import DatabaseJobs
@@ -75,14 +72,8 @@ def main() -> None:
     with migrated_postgres_database() as url:
         if url is None:
             return
-        settings = Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
-        engine = make_engine(url, settings)
-        factory = make_session_factory(engine)
-        with factory() as session:
-            spec = {"name": "bench", "pi0": 0.05, "cost_ratio": 0.8, "window": "5m"}
-            model = ModelConfig.from_row(
-                create_model(session, ModelCreate.model_validate(spec), now())
-            )
+        spec = {"name": "bench", "pi0": 0.05, "cost_ratio": 0.8, "window": "5m"}
+        settings, engine, factory, model = model_on(url, spec, now())
         rng = np.random.default_rng(1)
         last = window_start(now(), model.window)
         for k in range(args.windows):
