@@ -37,9 +37,9 @@ from app.config import Settings
 from app.db.migrate import upgrade_to_head
 from app.db.scratch import ServerUnavailable, scratch_postgres_database
 from app.db.session import make_engine, make_session_factory
-from app.services.model_config import ModelConfig
-from app.services.model_settings import ModelCreate
-from app.services.models import create_model
+from app.services.models.config import ModelConfig
+from app.services.models.registry import create_model
+from app.services.models.settings import ModelCreate
 
 
 def per_call(func: Callable[[], object], repeat: int) -> float:

@@ -34,9 +34,9 @@ from app.metrics.areas import average_precision_from_counts, ks_from_counts
 from app.metrics.binning import default_bin_edges
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.uncertainty import _bca_bootstrap
-from app.services.model_config import ModelConfig
-from app.services.window_compute import compute_window_result
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.windows.compute import compute_window_result
+from app.services.windows.sums import WindowSums
 from app.sla.objectives import Objective, evaluate_objective
 
 Array = npt.NDArray[np.float64]

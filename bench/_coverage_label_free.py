@@ -31,10 +31,10 @@ from app.estimation.prior import ml_prior, profile_interval
 from app.estimation.sampling import GroupedSampling
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
-from app.services import window_compute
-from app.services.model_config import ModelConfig
-from app.services.window_compute import compute_window_result
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.windows import compute as window_compute
+from app.services.windows.compute import compute_window_result
+from app.services.windows.sums import WindowSums
 
 EDGES = default_bin_edges((0.5,))
 CLASSIFIERS = {"strong (AUC 0.96)": -2.5, "medium (AUC 0.86)": -1.5, "weak (AUC 0.76)": -1.0}

@@ -53,9 +53,9 @@ from app.drift.two_sample import chi_square_homogeneity, coarsen, quantile_bin_s
 from app.metrics.binning import default_bin_edges
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.uncertainty import credible_intervals
-from app.services.model_config import ModelConfig
-from app.services.window_compute import compute_window_result
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.windows.compute import compute_window_result
+from app.services.windows.sums import WindowSums
 
 EDGES = default_bin_edges((0.5,))
 STREAM = BinormalStream(EDGES, mu_positive=0.0, mu_negative=-2.5)

@@ -41,9 +41,9 @@ from app.estimation.sampling import GroupedSampling
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.labeling import f1, precision
-from app.services.model_config import ModelConfig
-from app.services.window_compute import compute_window_result
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.windows.compute import compute_window_result
+from app.services.windows.sums import WindowSums
 
 THRESHOLD = 0.5
 EDGES = default_bin_edges((THRESHOLD,))

@@ -8,10 +8,10 @@ a segment counts in the segment's window and in the model's all-traffic
 window, so the active windows (the current day) are models x (segments + 1):
 11,000 by default. Phases, each printed as it goes:
 
-* Setup: the models are created through ``app.services.models.create_model``;
+* Setup: the models are created through ``app.services.models.registry.create_model``;
   one ``--reference-rows`` batch per (model, segment) goes into the previous
   window (the reference) and one ``--rows`` batch into the current one. All
-  batches go through ``app.services.ingestion.ingest_batch`` in-process (no
+  batches go through ``app.services.ingest.batch.ingest_batch`` in-process (no
   HTTP) from ``--setup-processes`` processes: about 5 ms of one core a
   100-row batch, where the HTTP API would add a server process competing
   with the workers for the two cores (bench_ingest.py measures the API).
@@ -96,10 +96,10 @@ from _common import (
 from app.config import Settings
 from app.db.queries import list_models
 from app.db.session import make_engine, make_session_factory
-from app.services.ingestion import ingest_batch
-from app.services.model_config import ModelConfig
-from app.services.model_settings import ModelCreate
-from app.services.models import create_model
+from app.services.ingest.batch import ingest_batch
+from app.services.models.config import ModelConfig
+from app.services.models.registry import create_model
+from app.services.models.settings import ModelCreate
 from app.timegrid import window_start
 
 WINDOW = "1d"

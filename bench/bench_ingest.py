@@ -68,8 +68,8 @@ def serve(database_url: str, port: int, embedded_worker: bool) -> None:
     from app.db import queries
     from app.db.session import make_engine, write_transaction
     from app.main import create_app
-    from app.services.batch_parsing import parse_batch
-    from app.services.model_config import ModelConfig
+    from app.services.ingest.parse import parse_batch
+    from app.services.models.config import ModelConfig
 
     settings = Settings(
         _env_file=None,  # type: ignore[call-arg]

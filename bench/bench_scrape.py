@@ -59,9 +59,9 @@ from app.main import create_app
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
-from app.services.model_config import ModelConfig
-from app.services.window_compute import compute_window_result
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.windows.compute import compute_window_result
+from app.services.windows.sums import WindowSums
 
 MODELS = 100
 SEGMENTS = 10

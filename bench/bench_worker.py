@@ -45,12 +45,12 @@ from app.config import Settings
 from app.db import queue
 from app.db.models import WindowMetrics
 from app.db.session import make_engine, make_session_factory, write_transaction
-from app.services.ingestion import ingest_batch
-from app.services.model_config import ModelConfig
-from app.services.model_settings import ModelCreate
-from app.services.models import create_model
-from app.services.window_compute import compute_window_result
-from app.services.window_sums import WindowSums
+from app.services.ingest.batch import ingest_batch
+from app.services.models.config import ModelConfig
+from app.services.models.registry import create_model
+from app.services.models.settings import ModelCreate
+from app.services.windows.compute import compute_window_result
+from app.services.windows.sums import WindowSums
 from app.timegrid import window_length, window_start
 from app.worker.jobs import DatabaseJobs
 

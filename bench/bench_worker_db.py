@@ -26,9 +26,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queue
 from app.db.session import write_transaction
-from app.services import window_refresh
-from app.services.model_config import ModelConfig
-from app.services.window_compute import WindowResult
+from app.services.models.config import ModelConfig
+from app.services.refresh import groups as window_refresh
+from app.services.windows.compute import WindowResult
 from app.timegrid import window_length, window_start
 from app.worker.jobs import DatabaseJobs
 

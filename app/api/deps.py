@@ -27,11 +27,11 @@ from app.api.errors import (
 from app.config import Settings
 from app.db.models import ApiKey, Model
 from app.errors import InvalidInput
-from app.services import keys
-from app.services.idempotency import HEADER as IDEMPOTENCY_HEADER
-from app.services.json_keys import check_unique_keys
-from app.services.model_settings import SLUG_PATTERN
-from app.services.models import get_model
+from app.services.ingest.idempotency import HEADER as IDEMPOTENCY_HEADER
+from app.services.ingest.json_keys import check_unique_keys
+from app.services.models import api_keys as keys
+from app.services.models.registry import get_model
+from app.services.models.settings import SLUG_PATTERN
 
 
 async def get_app_settings(request: Request) -> Settings:

@@ -24,10 +24,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from app.db.availability import describe_outage, is_outage
-from app.errors import PROBLEM_PREFIX, InvalidInput
-from app.services.errors import (
+from app.errors import (
+    PROBLEM_PREFIX,
     ApiKeyNotFound,
     IdempotencyKeyReused,
+    InvalidInput,
     MalformedBody,
     ModelAlreadyExists,
     ModelNotFound,
@@ -35,7 +36,7 @@ from app.services.errors import (
     RequestInFlight,
     TooManyUnfoldedDeltas,
 )
-from app.services.json_keys import DuplicateKey
+from app.services.ingest.json_keys import DuplicateKey
 
 logger = logging.getLogger("priorwatch.api")
 

@@ -1,12 +1,12 @@
 """Request and response bodies of the HTTP API (pydantic v2).
 
-Model settings (:class:`~app.services.model_settings.ModelCreate`,
+Model settings (:class:`~app.services.models.settings.ModelCreate`,
 ``ModelUpdate``, ``ModelPublic`` and their parts) belong to the domain,
-:mod:`app.services.model_settings`; the routes use them as bodies from there.
+:mod:`app.services.models.settings`; the routes use them as bodies from there.
 
 Large numeric arrays (batch scores, /v1/evaluate) are NOT validated here:
 those routes parse the raw body once with orjson and numpy
-(app/services/batch_parsing.py). :class:`BatchIn` and :class:`EvaluateIn`
+(app/services/ingest/parse.py). :class:`BatchIn` and :class:`EvaluateIn`
 describe those bodies for the OpenAPI document only.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.services.model_settings import ModelPublic
+from app.services.models.settings import ModelPublic
 
 Scope = Literal["ingest", "read"]
 
@@ -86,7 +86,7 @@ class ApiKeyList(BaseModel):
 
 
 class SparseCountsIn(BaseModel):
-    """Only the non-empty bins of one class (app/services/sparse_histogram.py)."""
+    """Only the non-empty bins of one class (app/services/ingest/sparse.py)."""
 
     bins: list[int] = Field(description="bin indices in [0, n_bins), strictly increasing")
     counts: list[int] = Field(description="counts[k]: examples of the class in bin bins[k]")

@@ -82,7 +82,7 @@ class Model(Base):
     "test_bins"} (the fields of app.drift.settings.DriftSettings plus the reference)."""
     n_bins: Mapped[int] = mapped_column(Integer)
     retention: Mapped[str | None] = mapped_column(String(16))
-    """How long windows are kept after they end ("90d"; app/services/retention.py), or
+    """How long windows are kept after they end ("90d"; app/services/refresh/retention.py), or
     null: kept forever. The worker's housekeeping deletes older windows."""
     bin_edges: Mapped[npt.NDArray[np.float64]] = mapped_column(Float64Array)
     """float64, shape (n_bins + 1,): bin j is [edges[j], edges[j+1]), the last one closed."""
@@ -229,7 +229,7 @@ class WindowAggregate(Base):
     score_sum_negative: Mapped[float | None] = mapped_column(Double)
     exact_sums: Mapped[dict[str, str] | None] = mapped_column(JSONDocument)
     """The four score sums above as exact fixed-point integers (decimal strings,
-    app/services/deltas.py): folding adds these, so the floats above are the same
+    app/services/windows/deltas.py): folding adds these, so the floats above are the same
     whatever the order and grouping of the folds. Null until a fold sets it."""
     batches: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     """Batches folded into this aggregate (the exporter's ingestion counters)."""
@@ -244,7 +244,7 @@ class WindowAggregate(Base):
     detail_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     """When the stored result's detail tier (curves, ``ops_*`` and curve-area intervals)
     is due for a full refresh; null when it is current. The window is claimable from
-    then on, even without new data (app/services/refresh_tier.py)."""
+    then on, even without new data (app/services/refresh/tiers.py)."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
@@ -313,7 +313,7 @@ class QuarantinedDelta(Base):
     together fails (an overflow, a malformed row: input that ingestion's
     checks should have refused); each delta that cannot be folded moves
     here, out of ``batch_delta``, in the claim's transaction, and the others
-    are folded (app/services/window_refresh.py). Rows are kept until their
+    are folded (app/services/refresh/groups.py). Rows are kept until their
     window (past the model's retention) or their model is deleted: the exporter counts them
     (``priorwatch_deltas_quarantined_total``) and still counts their batches
     and rows as accepted. docs/operations.md says what to do with them.
@@ -354,7 +354,7 @@ class WindowMetrics(Base):
     drift: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     curves: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     intervals: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
-    """Intervals {metric: {"lower", "upper", "level"}} (app/services/window_compute.py)."""
+    """Intervals {metric: {"lower", "upper", "level"}} (app/services/windows/compute.py)."""
     estimate: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     """The label-free estimate from the unlabelled rows (docs/estimation.md); null
     without unlabelled rows or without a drift reference."""

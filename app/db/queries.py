@@ -151,7 +151,7 @@ def _example_totals_statement(
 
     One statement, a plain read (no lock): a batch committed meanwhile is not
     seen, which the headroom of the count ceilings absorbs
-    (app/services/count_limits.py). The ``kind`` column tells the aggregates'
+    (app/services/windows/limits.py). The ``kind`` column tells the aggregates'
     rows (0) from the deltas' (1), so that the caller knows which aggregate
     rows must still be created. ``with_model_folded``: whether to sum the model's
     all-traffic aggregates, one row per window of the model (the reason a

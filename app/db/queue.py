@@ -30,14 +30,14 @@ shared row. The worker protocol (docs/worker.md):
    never overwrite a newer result, and a delta is folded exactly once (a
    crash before the commit leaves the deltas in place for the next claim).
 
-A claimed delta that cannot be folded (app/services/deltas.py,
-:func:`~app.services.deltas.fold_rows`) is moved to ``quarantined_delta`` in
+A claimed delta that cannot be folded (app/services/windows/deltas.py,
+:func:`~app.services.windows.deltas.fold_rows`) is moved to ``quarantined_delta`` in
 the claim's transaction (:func:`quarantine_deltas`), so it neither blocks its
 window nor rolls back the other windows of the group.
 
 Times come from the database clock on PostgreSQL (``now()``), so workers on
 machines with skewed clocks agree on lease expiry. Functions here never commit:
-the caller (app/services/window_refresh.py) owns the transaction.
+the caller (app/services/refresh/groups.py) owns the transaction.
 
 On SQLite (embedded mode) there is one claimer, in-process; ``FOR UPDATE`` is
 not rendered, and the caller's ``write_transaction`` (BEGIN IMMEDIATE) gives
@@ -608,7 +608,7 @@ class Completion:
     release : give the window back uncomputed: only the lease ends and the
         window stays waiting (graceful stop).
     detail_due_at : the window's next detail due time (None after a full
-        refresh or an error; app/services/refresh_tier.py).
+        refresh or an error; app/services/refresh/tiers.py).
     """
 
     claim: Claim

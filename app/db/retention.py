@@ -4,7 +4,7 @@ A batch's counts live in its window aggregates (folded from its deltas, which
 the fold deletes), so a batch row only serves replays of its idempotency key.
 The worker's housekeeping (app/worker/jobs.py) deletes rows older than the
 retention in short transactions, and the windows past their model's
-retention (app/services/retention.py); ``DELETE /v1/models/{name}`` deletes
+retention (app/services/refresh/retention.py); ``DELETE /v1/models/{name}`` deletes
 a model with every row of it. Functions here never commit.
 
 Locks (PostgreSQL): the model's row first, then its window aggregates in key
@@ -50,6 +50,11 @@ def delete_batches_received_before(session: Session, cutoff: datetime, *, limit:
         .execution_options(synchronize_session=False)
     )
     return int(result.rowcount)  # type: ignore[attr-defined]
+
+
+def models_with_retention(session: Session) -> list[int]:
+    """The ids of the models whose ``retention`` is set (the others keep every window)."""
+    return list(session.scalars(select(Model.id).where(Model.retention.is_not(None))))
 
 
 def lock_model(session: Session, model_id: int) -> Model | None:

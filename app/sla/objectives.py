@@ -4,7 +4,7 @@ An objective is ``metric op target`` (``calibrated_f1 >= 0.6``), evaluated
 *at pi0*: a prior-dependent metric (``f1``, ``precision``, ``auc_pr``, ...)
 is read in its calibrated form (:data:`AT_PI0`), so the verdict does not move
 when only the real prior moves; prior-invariant metrics are read as they
-are. The SLA report (:mod:`app.services.sla`) and the exporter's SLA gauges
+are. The SLA report (:mod:`app.services.read.sla_report`) and the exporter's SLA gauges
 (:mod:`app.exporter.series`) both judge windows here. This module needs only
 the metric names, not the metric computations.
 
@@ -51,7 +51,7 @@ that are labeling metrics; a test keeps the two lists equal)."""
 AREAS_WITH_INTERVALS = frozenset(
     {"auc_roc", "gini", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift", "calibrated_auc_pr", "ks"}
 )
-"""Curve metrics the worker stores an interval for (app/services/window_compute.py: a
+"""Curve metrics the worker stores an interval for (app/services/windows/compute.py: a
 bootstrap, or the closed forms of ``calibrated_auc_pr`` and ``ks``, docs/intervals.md)."""
 
 

@@ -1,6 +1,6 @@
 """The loop's job source backed by the database queue (one session per job step).
 
-A job is a group of windows (:class:`~app.services.window_refresh.ClaimedWindow`)
+A job is a group of windows (:class:`~app.services.refresh.groups.ClaimedWindow`)
 claimed together: up to ``claim_group_size``, computed one by one and stored
 in one transaction, so the database round trips of a claim and of a
 completion are shared by the group.
@@ -9,7 +9,7 @@ Besides windows, it runs the housekeeping: every ``housekeeping_interval_seconds
 before a claim, batch rows older than the idempotency retention are deleted
 (app/db/retention.py), in transactions of at most :data:`HOUSEKEEPING_BATCH`
 rows, then the windows past their model's ``retention``
-(app/services/retention.py), at most :data:`HOUSEKEEPING_WINDOWS` window
+(app/services/refresh/retention.py), at most :data:`HOUSEKEEPING_WINDOWS` window
 starts per transaction. Folded deltas need no housekeeping: the fold deletes them.
 """
 
@@ -25,16 +25,16 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.db.queue import database_now
 from app.db.retention import delete_batches_received_before
 from app.db.session import write_transaction
-from app.services.detail_budget import DetailBudget
-from app.services.reference_cache import REFERENCE_CACHE_MB, ReferenceCache
-from app.services.retention import delete_expired_windows
-from app.services.window_refresh import (
+from app.services.refresh.budget import DetailBudget
+from app.services.refresh.groups import (
     ClaimedWindow,
     Outcome,
     claim_windows,
     persist_group,
     refresh_group,
 )
+from app.services.refresh.retention import delete_expired_windows
+from app.services.windows.reference_cache import REFERENCE_CACHE_MB, ReferenceCache
 
 log = logging.getLogger("priorwatch.worker")
 
@@ -62,12 +62,12 @@ class DatabaseJobs:
         Most windows claimed, computed and stored together.
     detail_interval_seconds : float
         Longest lag of an open window's detail tier behind its data (0: every
-        refresh is full; app/services/refresh_tier.py).
+        refresh is full; app/services/refresh/tiers.py).
     reference_cache_mb : float
         Bound of the cache of summed drift references (MiB).
     detail_share : float
         Most of the worker's computing time that detail refreshes may take
-        under a backlog (app/services/detail_budget.py; 1: no bound).
+        under a backlog (app/services/refresh/budget.py; 1: no bound).
     """
 
     def __init__(

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings, get_settings
 from app.db.availability import is_outage
 from app.db.session import make_engine, make_session_factory
-from app.services.window_refresh import ClaimedWindow
+from app.services.refresh.groups import ClaimedWindow
 from app.worker.jobs import DatabaseJobs
 from app.worker.loop import Backoff, LoopStats, WorkerLoop
 from app.worker.settings import WorkerSettings

@@ -17,18 +17,18 @@ from app.config import Settings
 from app.db.models import Model, WindowAggregate, WindowMetrics
 from app.db.session import make_engine, make_session_factory
 from app.drift.simulation import shifted_logit_scores
-from app.services.ingestion import ingest_batch
-from app.services.model_config import ModelConfig
-from app.services.model_settings import ModelCreate
-from app.services.models import create_model
-from app.services.window_compute import WindowResult
-from app.services.window_refresh import (
+from app.services.ingest.batch import ingest_batch
+from app.services.models.config import ModelConfig
+from app.services.models.registry import create_model
+from app.services.models.settings import ModelCreate
+from app.services.refresh.groups import (
     ClaimedWindow,
     Computed,
     Outcome,
     claim_windows,
     persist_group,
 )
+from app.services.windows.compute import WindowResult
 from app.timegrid import window_length, window_start
 
 TEST_N_BINS = 500

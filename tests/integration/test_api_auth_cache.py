@@ -1,4 +1,4 @@
-"""The ingestion authorisation cache (app/services/auth_cache.py) never outlives a
+"""The ingestion authorisation cache (app/services/models/auth_cache.py) never outlives a
 change made through this process: revocation and model updates apply at once."""
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from app.db.models import Batch, BatchDelta, WindowAggregate
 from app.db.queue import queue_stats
 from app.metrics.binning import histogram_counts
 from app.metrics.probability import ProbabilitySums
-from app.services import idempotency
-from app.services.aggregates import confusion_counts, probability_sums
+from app.services.ingest import idempotency
+from app.services.windows.aggregates import confusion_counts, probability_sums
 from app.timegrid import window_start
 
 PROBLEM = "application/problem+json"

@@ -45,7 +45,7 @@ def test_unknown_route_and_method_are_problems(client: TestClient) -> None:
 def test_unhandled_errors_hide_internals(
     client: TestClient, admin_headers: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from app.services import models
+    from app.services.models import registry as models
 
     def boom(*_: object) -> None:
         raise RuntimeError("secret internal detail")

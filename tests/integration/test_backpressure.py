@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import queries
 from app.db.models import Batch, BatchDelta, Model
-from app.services import ingestion
-from app.services.backpressure import UnfoldedCounts
+from app.services.ingest import batch as ingestion
+from app.services.ingest.backpressure import UnfoldedCounts
 
 BOUND = 5
 

@@ -13,8 +13,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.db.models import Batch
 from app.exporter.reads import read_models
-from app.services.ingestion import ingest_batch
-from app.services.model_config import ModelConfig
+from app.services.ingest.batch import ingest_batch
+from app.services.models.config import ModelConfig
 from app.worker.jobs import DatabaseJobs
 
 AT = utcnow()

@@ -13,15 +13,15 @@ from sqlalchemy.orm import Session
 
 from app.db import queries
 from app.db.models import ALL_SEGMENTS, Batch, WindowAggregate
-from app.services import ingestion
-from app.services.count_limits import (
+from app.services.ingest import batch as ingestion
+from app.services.models.engine_cache import EngineCache
+from app.services.windows.limits import (
     FOLDED_TOTAL_TTL_SECONDS,
     MAX_BATCH_COUNT,
     MAX_MODEL_COUNT,
     MAX_WINDOW_COUNT,
     UNFOLDED_TOTAL_TTL_SECONDS,
 )
-from app.services.engine_cache import EngineCache
 from app.timegrid import window_start
 
 PROBLEM = "application/problem+json"

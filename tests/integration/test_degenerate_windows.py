@@ -10,7 +10,7 @@ import numpy as np
 from _read_support import drain, iso
 from conftest import Api
 
-from app.services.window_estimate import MORE_LABELLED_REASON
+from app.services.windows.estimate import MORE_LABELLED_REASON
 
 DAY = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
 

@@ -28,7 +28,7 @@ from app.drift.simulation import BinormalStream
 from app.estimation import MixtureReference, estimate_window
 from app.exporter.exposition import COMPACT_METRICS
 from app.metrics.binning import default_bin_edges
-from app.services.window_estimate import MORE_LABELLED_REASON
+from app.services.windows.estimate import MORE_LABELLED_REASON
 
 EDGES = default_bin_edges((0.5,))
 STREAM = BinormalStream(EDGES, mu_positive=0.0, mu_negative=-1.5)

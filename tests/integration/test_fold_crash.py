@@ -35,8 +35,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.db import queue
 from app.db.models import BatchDelta
-from app.services.window_compute import WindowResult
-from app.services.window_refresh import Outcome
+from app.services.refresh.groups import Outcome
+from app.services.windows.compute import WindowResult
 
 LEASE_SECONDS = 0.3
 BATCHES = 3
@@ -103,8 +103,8 @@ _KILLED_WORKER = textwrap.dedent(
     from app.config import Settings
     from app.db import queue
     from app.db.session import make_engine, make_session_factory
-    from app.services.window_compute import WindowResult
-    from app.services.window_refresh import Computed, claim_windows, persist_group
+    from app.services.windows.compute import WindowResult
+    from app.services.refresh.groups import Computed, claim_windows, persist_group
 
     url, lease = sys.argv[1], float(sys.argv[2])
     factory = make_session_factory(make_engine(url, Settings(_env_file=None, database_url=url)))

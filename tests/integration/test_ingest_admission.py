@@ -30,11 +30,11 @@ from test_api_batches import _hold_key
 from app.config import Settings
 from app.db import queries
 from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, WindowAggregate
-from app.services import idempotency
-from app.services.auth_cache import AUTH_CACHE
-from app.services.count_limits import MAX_WINDOW_COUNT
-from app.services.errors import IdempotencyKeyReused, ModelNotFound
-from app.services.ingestion import INLINE_HASH_BYTES, _hash_body, ingest_batch
+from app.errors import IdempotencyKeyReused, ModelNotFound
+from app.services.ingest import idempotency
+from app.services.ingest.batch import INLINE_HASH_BYTES, _hash_body, ingest_batch
+from app.services.models.auth_cache import AUTH_CACHE
+from app.services.windows.limits import MAX_WINDOW_COUNT
 from app.timegrid import window_start
 
 

@@ -29,9 +29,9 @@ from app.exporter.reads import read_models
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
-from app.services.ingestion import ingest_batch
-from app.services.model_config import ModelConfig
-from app.services.window_read import stored_windows
+from app.services.ingest.batch import ingest_batch
+from app.services.models.config import ModelConfig
+from app.services.read.windows import stored_windows
 from app.timegrid import WindowRange, window_start
 
 N_BINS = 200

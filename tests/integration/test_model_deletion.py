@@ -27,13 +27,13 @@ from app.db import retention as db_retention
 from app.db.base import Base
 from app.db.models import QuarantinedDelta
 from app.db.session import write_transaction
-from app.services.errors import ModelNotFound
-from app.services.ingestion import ingest_batch
-from app.services.keys import create_key
-from app.services.model_settings import ModelUpdate
-from app.services.models import delete_model, get_model, update_model
-from app.services.reference_cache import ReferenceCache
-from app.services.window_refresh import Outcome, claim_windows, refresh_group
+from app.errors import ModelNotFound
+from app.services.ingest.batch import ingest_batch
+from app.services.models.api_keys import create_key
+from app.services.models.registry import delete_model, get_model, update_model
+from app.services.models.settings import ModelUpdate
+from app.services.refresh.groups import Outcome, claim_windows, refresh_group
+from app.services.windows.reference_cache import ReferenceCache
 
 PROBLEM = "application/problem+json"
 

@@ -14,11 +14,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db.models import ALL_SEGMENTS
-from app.services import reference_cache
-from app.services.model_config import ModelConfig
-from app.services.reference_cache import ENTRY_BYTES, ReferenceCache
-from app.services.window_refresh import claim_windows, refresh_group
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.refresh.groups import claim_windows, refresh_group
+from app.services.windows import reference_cache
+from app.services.windows.reference_cache import ENTRY_BYTES, ReferenceCache
+from app.services.windows.sums import WindowSums
 from app.timegrid import window_length
 
 

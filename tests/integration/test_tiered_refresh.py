@@ -22,17 +22,17 @@ from app.config import Settings
 from app.db import queue
 from app.db.models import ALL_SEGMENTS, WindowAggregate
 from app.db.session import write_transaction
-from app.services.detail_budget import DetailBudget
-from app.services.model_config import ModelConfig
-from app.services.reference_cache import ReferenceCache
-from app.services.refresh_tier import DETAIL_SPREAD, detail_phase
-from app.services.window_compute import compute_window_result
-from app.services.window_read import get_window
-from app.services.window_refresh import (
+from app.services.models.config import ModelConfig
+from app.services.read.windows import get_window
+from app.services.refresh.budget import DetailBudget
+from app.services.refresh.groups import (
     ClaimedWindow,
     claim_windows,
     refresh_group,
 )
+from app.services.refresh.tiers import DETAIL_SPREAD, detail_phase
+from app.services.windows.compute import compute_window_result
+from app.services.windows.reference_cache import ReferenceCache
 from app.timegrid import window_length
 
 INTERVAL = 300.0
@@ -46,7 +46,7 @@ def refresh(
     """Claim the next window and refresh it as the worker does; None when none is claimable.
 
     Groups of one: a claim always takes a whole group, so the tiers apply as under a
-    backlog (app/services/refresh_tier.py).
+    backlog (app/services/refresh/tiers.py).
     """
     with factory() as session:
         group = claim_windows(session, lease_seconds=30.0)

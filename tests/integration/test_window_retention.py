@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.db import retention as db_retention
 from app.db.models import Batch, BatchDelta, Model, WindowAggregate, WindowMetrics
-from app.services.retention import delete_expired_windows
+from app.services.refresh.retention import delete_expired_windows
 from app.timegrid import window_start
 from app.worker.jobs import DatabaseJobs
 

@@ -25,11 +25,9 @@ from app.config import Settings
 from app.db import queue
 from app.db.models import ALL_SEGMENTS, BatchDelta
 from app.db.session import write_transaction
-from app.services import window_refresh
-from app.services.model_config import ModelConfig
-from app.services.reference_cache import ReferenceCache
-from app.services.window_compute import WindowResult
-from app.services.window_refresh import (
+from app.services.models.config import ModelConfig
+from app.services.refresh import groups as window_refresh
+from app.services.refresh.groups import (
     ClaimedWindow,
     Computed,
     Outcome,
@@ -37,6 +35,8 @@ from app.services.window_refresh import (
     persist_group,
     refresh_group,
 )
+from app.services.windows.compute import WindowResult
+from app.services.windows.reference_cache import ReferenceCache
 from app.timegrid import window_length
 from app.worker.jobs import DatabaseJobs
 

@@ -26,8 +26,8 @@ from app.config import Settings
 from app.db import queue
 from app.db.models import ALL_SEGMENTS, WindowAggregate
 from app.db.session import write_transaction
-from app.services.window_compute import WindowResult
-from app.services.window_refresh import ClaimedWindow, Outcome, persist_group
+from app.services.refresh.groups import ClaimedWindow, Outcome, persist_group
+from app.services.windows.compute import WindowResult
 
 WAIT_SECONDS = 10.0
 

@@ -26,10 +26,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.db import queue
 from app.db.models import ALL_SEGMENTS
-from app.services.drift_reference import reference_period
-from app.services.model_config import ModelConfig
-from app.services.window_compute import compute_window_result
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.windows.compute import compute_window_result
+from app.services.windows.reference import reference_period
+from app.services.windows.sums import WindowSums
 from app.statuses import DriftVerdict
 from app.timegrid import isoformat_z
 from app.worker.runner import InProcessWorker
@@ -181,7 +181,7 @@ def test_a_failing_window_is_stored_as_error_and_not_retried(
         calls["n"] += 1
         raise FloatingPointError("boom")
 
-    import app.services.window_refresh as refresh
+    import app.services.refresh.groups as refresh
 
     monkeypatch.setattr(refresh, "compute_window_result", broken)
     start_worker()
@@ -228,8 +228,8 @@ def test_serve_on_sqlite_runs_one_worker_thread(sqlite_url: str) -> None:
 def test_changing_pi0_recomputes_the_stored_windows(
     factory: sessionmaker[Session], settings: Settings, start_worker: Callable[[], InProcessWorker]
 ) -> None:
-    from app.services.model_settings import ModelUpdate
-    from app.services.models import get_model, update_model
+    from app.services.models.registry import get_model, update_model
+    from app.services.models.settings import ModelUpdate
 
     model = register_model(factory, pi0=0.1)
     starts = window_starts(model, 2)

@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from app.db.models import Batch
-from app.errors import InvalidInput
-from app.services.errors import IdempotencyKeyReused, RequestInFlight
-from app.services.idempotency import (
+from app.errors import IdempotencyKeyReused, InvalidInput, RequestInFlight
+from app.services.ingest.idempotency import (
     InFlightRegistry,
     advisory_lock_id,
     check_idempotency_key,

@@ -3,8 +3,8 @@ TTL, clear() forgets them and refuses stale writes."""
 
 from __future__ import annotations
 
-from app.services.auth_cache import TTL_SECONDS
-from app.services.engine_cache import EngineCache
+from app.services.models.auth_cache import TTL_SECONDS
+from app.services.models.engine_cache import EngineCache
 
 
 class _Engine:

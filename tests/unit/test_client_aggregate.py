@@ -17,8 +17,8 @@ from app.config import Settings
 from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.probability import ProbabilitySums
-from app.services.batch_parsing import parse_batch
-from app.services.model_config import ModelConfig
+from app.services.ingest.parse import parse_batch
+from app.services.models.config import ModelConfig
 from priorwatch_client import (
     BufferFull,
     Client,

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
-from app.services.idempotency import RETENTION_HOURS_GUARANTEED
+from app.services.ingest.idempotency import RETENTION_HOURS_GUARANTEED
 from priorwatch_client.errors import ApiError, RetriesExhausted
 from priorwatch_client.retry import RetryPolicy, retry_after_seconds, send_with_retries
 

@@ -1,5 +1,5 @@
-"""The worker's detail budget (app/services/detail_budget.py) on an injected clock, and
-how a deferred detail sets its next due time (app/services/refresh_tier.py)."""
+"""The worker's detail budget (app/services/refresh/budget.py) on an injected clock, and
+how a deferred detail sets its next due time (app/services/refresh/tiers.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app.services.detail_budget import HALF_LIFE_SECONDS, DetailBudget
-from app.services.refresh_tier import detail_due, next_detail_due
+from app.services.refresh.budget import HALF_LIFE_SECONDS, DetailBudget
+from app.services.refresh.tiers import detail_due, next_detail_due
 from app.worker.settings import WorkerSettings
 
 

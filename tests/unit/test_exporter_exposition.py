@@ -25,9 +25,9 @@ from app.exporter.exposition import COMPACT, COMPACT_METRICS, Exposition
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
-from app.services.model_config import ModelConfig
-from app.services.window_compute import compute_window_result
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.windows.compute import compute_window_result
+from app.services.windows.sums import WindowSums
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 SELECTOR = re.compile(r"(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\s*(?:\{(?P<matchers>[^}]*)\})?")

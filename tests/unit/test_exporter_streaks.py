@@ -42,7 +42,7 @@ def test_streak_counts_raised_outcomes_until_the_first_that_is_not(
 
 
 def test_sla_outcomes_follow_the_sla_report_status() -> None:
-    """Breached is the status of app.services.sla.evaluate_objective; insufficient data
+    """Breached is the status of app.services.read.sla_report.evaluate_objective; insufficient data
     (an undefined value) is untested; the drift flags are passed through."""
     intervals = {
         "recall": {"lower": 0.2, "upper": 0.4},

@@ -18,8 +18,10 @@ from app.config import Settings
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
-from app.services.batch_parsing import ParsedBatch, parse_batch
-from app.services.deltas import (
+from app.services.ingest.batch import batch_delta
+from app.services.ingest.parse import ParsedBatch, parse_batch
+from app.services.models.config import ModelConfig
+from app.services.windows.deltas import (
     Delta,
     ExactSums,
     Folded,
@@ -28,8 +30,7 @@ from app.services.deltas import (
     fold,
     fold_rows,
 )
-from app.services.model_config import ModelConfig
-from app.services.window_sums import WindowSums
+from app.services.windows.sums import WindowSums
 
 NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
 MODEL = ModelConfig(
@@ -104,7 +105,7 @@ def _stored(delta: Delta) -> Delta:
 
 
 def _deltas(batches: list[ParsedBatch]) -> list[Delta]:
-    return [_stored(Delta.from_batch(uuid.UUID(int=i + 1), b)) for i, b in enumerate(batches)]
+    return [_stored(batch_delta(uuid.UUID(int=i + 1), b)) for i, b in enumerate(batches)]
 
 
 def _fold_in_groups(deltas: list[Delta], groups: list[list[int]]) -> Folded:
@@ -131,14 +132,14 @@ def _bits(folded: Folded) -> bytes:
 
 def test_sparse_delta_round_trips_and_is_compact() -> None:
     batch = _batches()[0]
-    delta = _stored(Delta.from_batch(uuid.UUID(int=7), batch))
+    delta = _stored(batch_delta(uuid.UUID(int=7), batch))
     assert delta.bins is not None and delta.bin_positives is not None
     assert delta.bins.size <= batch.n < MODEL.n_bins  # only the non-empty bins
     dense = np.zeros(MODEL.n_bins, dtype=np.int64)
     dense[delta.bins] = delta.bin_positives
     np.testing.assert_array_equal(dense, batch.hist_positives)  # type: ignore[arg-type]
     assert delta.confusion == batch.confusion and delta.sums == batch.sums
-    cm = _stored(Delta.from_batch(uuid.UUID(int=8), _batches()[3]))
+    cm = _stored(batch_delta(uuid.UUID(int=8), _batches()[3]))
     assert cm.bins is None and cm.sums is None
     assert cm.confusion[0] == ConfusionCounts(2, 3, 4, 5) and cm.confusion[1] is None
 
@@ -200,7 +201,7 @@ def test_any_order_and_grouping_folds_bit_for_bit(seed: int, data: st.DataObject
 def test_unlabelled_rows_travel_sparse_and_fold_into_their_own_counts() -> None:
     labelled, unlabelled = _batches(), _unlabelled_batches()
     scores_only, hist_only, mixed = (
-        _stored(Delta.from_batch(uuid.UUID(int=20 + i), b)) for i, b in enumerate(unlabelled)
+        _stored(batch_delta(uuid.UUID(int=20 + i), b)) for i, b in enumerate(unlabelled)
     )
     assert (scores_only.n, scores_only.n_unlabelled) == (0, 30)
     assert scores_only.bin_positives is None and scores_only.bin_negatives is None
@@ -239,7 +240,7 @@ def test_unlabelled_rows_travel_sparse_and_fold_into_their_own_counts() -> None:
 
 def _rows(batches: list[ParsedBatch]) -> list[SimpleNamespace]:
     return [
-        SimpleNamespace(**Delta.from_batch(uuid.UUID(int=i + 1), b).to_row(1, "*", NOW, NOW))
+        SimpleNamespace(**batch_delta(uuid.UUID(int=i + 1), b).to_row(1, "*", NOW, NOW))
         for i, b in enumerate(batches)
     ]
 

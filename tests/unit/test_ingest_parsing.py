@@ -1,4 +1,4 @@
-"""Batch bodies -> validated sums (app/services/batch_parsing.py), no database."""
+"""Batch bodies -> validated sums (app/services/ingest/parse.py), no database."""
 
 from __future__ import annotations
 
@@ -10,19 +10,18 @@ import orjson
 import pytest
 
 from app.config import Settings
-from app.errors import InvalidInput
+from app.errors import InvalidInput, MalformedBody
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
-from app.services.batch_parsing import parse_batch
-from app.services.count_limits import (
+from app.services.ingest.parse import parse_batch
+from app.services.models.config import ModelConfig
+from app.services.windows.limits import (
     INT64_MAX,
     MAX_BATCH_COUNT,
     MAX_MODEL_COUNT,
     MAX_WINDOW_COUNT,
 )
-from app.services.errors import MalformedBody
-from app.services.model_config import ModelConfig
 
 NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
 THRESHOLDS = (0.5, 0.3, 0.8)
@@ -286,7 +285,7 @@ def test_overflowing_numbers_are_malformed_json() -> None:
 
 def test_non_finite_scores_are_refused_by_the_shared_check() -> None:
     # JSON has no inf/nan, but the array check (shared with the metrics) refuses them.
-    from app.services.batch_parsing import scores_labels_arrays
+    from app.services.ingest.parse import scores_labels_arrays
 
     with pytest.raises(InvalidInput, match="not finite") as info:
         scores_labels_arrays({"scores": [0.2, float("nan")], "labels": [0, 1]}, max_rows=10)
@@ -305,7 +304,7 @@ def test_timestamp_bounds_follow_the_settings() -> None:
 
 
 def _general_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.services import batch_parsing
+    from app.services.ingest import parse as batch_parsing
 
     monkeypatch.setattr(batch_parsing, "_fast_scores_document", lambda body: None)
 
@@ -331,7 +330,7 @@ def test_fast_and_general_parsers_agree(body: bytes, monkeypatch: pytest.MonkeyP
 
 
 def test_fast_path_takes_plain_batches_and_declines_the_rest() -> None:
-    from app.services.batch_parsing import _fast_scores_document
+    from app.services.ingest.parse import _fast_scores_document
 
     doc = _fast_scores_document(b'{"timestamp": "t", "scores": [0.5, 1], "labels": [1, 0]}')
     assert doc is not None and doc["timestamp"] == "t"
@@ -353,7 +352,7 @@ def test_fast_path_takes_plain_batches_and_declines_the_rest() -> None:
 def test_fast_path_reuses_its_parsers_without_mixing_documents(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from app.services import batch_parsing
+    from app.services.ingest import parse as batch_parsing
 
     monkeypatch.setattr(batch_parsing, "_IDLE_PARSERS", [])
     rng = np.random.default_rng(7)

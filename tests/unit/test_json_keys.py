@@ -1,11 +1,11 @@
-"""app.services.json_keys: repeated keys found at any depth, large arrays never walked."""
+"""app.services.ingest.json_keys: repeated keys found at any depth, large arrays never walked."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.services.batch_parsing import load_document
-from app.services.json_keys import DuplicateKey, check_unique_keys
+from app.services.ingest.json_keys import DuplicateKey, check_unique_keys
+from app.services.ingest.parse import load_document
 
 
 @pytest.mark.parametrize(

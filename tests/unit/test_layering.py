@@ -77,13 +77,25 @@ METRICS_COMPUTATION = (
     "app.metrics.voting",
     "app.drift",
     "app.estimation",
-    "app.services.window_compute",
-    "app.services.window_read",
-    "app.services.window_refresh",
-    "app.services.reference_cache",
-    "app.services.sla",
+    "app.services.windows.compute",
+    "app.services.read.windows",
+    "app.services.refresh.groups",
+    "app.services.windows.reference_cache",
+    "app.services.read.sla_report",
 )
 """What computes metrics; the exporter may read metric *names* (app.metrics.labeling)."""
+
+
+USE_CASES = ("app.services.refresh", "app.services.read")
+ROOMS: dict[str, str] = {
+    "app.services.models": "the models, their settings, keys and caches",
+    "app.services.windows": "the window model (sums, deltas, computation; no SQL)",
+    "app.services.ingest": "use case: accept a batch",
+    "app.services.refresh": "use case: keep stored results current (the worker's)",
+    "app.services.read": "use case: read windows and SLA reports",
+}
+"""The rooms of app/services: ingest, refresh and read build on windows, windows on
+models, and the three use-case rooms never import each other."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,16 @@ RULES: tuple[Rule, ...] = (
     Rule("app.db", ("app.services", "app.worker", "app.exporter", *WEB)),
     Rule("app.worker", (*WEB, "app.exporter")),
     Rule("app.exporter", (*METRICS_COMPUTATION, *WEB, "app.services")),
+    *(
+        Rule(f"app.services.{room}", (*WEB, "app.worker", "app.exporter", *banned))
+        for room, banned in {
+            "models": ("app.services.ingest", "app.services.windows", *USE_CASES),
+            "windows": ("app.services.ingest", *USE_CASES),
+            "ingest": USE_CASES,
+            "refresh": ("app.services.ingest", "app.services.read"),
+            "read": ("app.services.ingest", "app.services.refresh"),
+        }.items()
+    ),
 )
 """The layering rules. To add a pure package (e.g. app.estimation), add it to
 LAYERS and add ``Rule("app.estimation", (*STORAGE, *WEB, *EXPORTER, *DOMAIN),
@@ -268,10 +290,37 @@ def _offenders(rule: Rule, extra: Mapping[str, set[str]] | None = None) -> list[
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)
 def test_rule_package_exists(rule: Rule) -> None:
-    assert (APP / rule.package.removeprefix("app.") / "__init__.py").is_file(), (
+    assert (REPO / rule.package.replace(".", "/") / "__init__.py").is_file(), (
         f"{rule.package} is gone: move its rule with it"
     )
-    assert rule.package in LAYERS
+    assert rule.package in LAYERS or rule.package in ROOMS
+
+
+def test_every_service_module_is_in_a_room() -> None:
+    services = APP / "services"
+    rooms = {p.parent for p in services.glob("*/__init__.py")}
+    assert {_module_name(r / "__init__.py") for r in rooms} == set(ROOMS)
+    loose = [p.name for p in services.glob("*.py") if p.name != "__init__.py"]
+    assert not loose, f"move {loose} into a room of app/services"
+
+
+@pytest.mark.parametrize(
+    ("room", "extra"),
+    [
+        ("app.services.read", {"app.services.read.windows": {"app.services.refresh.groups"}}),
+        ("app.services.windows", {"app.services.windows.deltas": {"app.services.ingest.parse"}}),
+        (
+            "app.services.models",
+            {"app.services.models.retention": {"app.services.windows.reference"}},
+        ),
+    ],
+    ids=["read-refresh", "windows-ingest", "models-windows"],
+)
+def test_a_wrong_arrow_between_rooms_fails_the_check(room: str, extra: dict[str, set[str]]) -> None:
+    rule = next(r for r in RULES if r.package == room)
+    assert not _offenders(rule)
+    (names,) = extra.values()
+    assert any(_in(o.split()[-1], tuple(names)) for o in _offenders(rule, extra))
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)
@@ -289,9 +338,11 @@ EXPORTER_RULE = next(r for r in RULES if r.package == "app.exporter")
     [
         {"app.exporter.rejections": {"app.api.errors"}},  # exporter -> web (one URN prefix)
         {"app.exporter.reads": {"fastapi"}},
-        {"app.exporter.series": {"app.services.sla"}},  # exporter -> services (SLA rules)
-        {"app.exporter.estimates": {"app.services.window_read"}},
-        {"app.timegrid": {"app.services.model_config"}},  # through a pure leaf it loads
+        {
+            "app.exporter.series": {"app.services.read.sla_report"}
+        },  # exporter -> services (SLA rules)
+        {"app.exporter.estimates": {"app.services.read.windows"}},
+        {"app.timegrid": {"app.services.models.config"}},  # through a pure leaf it loads
     ],
     ids=["exporter-api", "exporter-fastapi", "exporter-services", "exporter-reads", "via-leaf"],
 )
@@ -305,7 +356,7 @@ def test_a_wrong_arrow_of_the_exporter_fails_the_check(extra: dict[str, set[str]
 def test_a_package_cycle_fails_the_check() -> None:
     """db -> services would close a cycle (services import db)."""
     assert not _package_cycles()
-    cycles = _package_cycles({"app.db.models": {"app.services.sla"}})
+    cycles = _package_cycles({"app.db.models": {"app.services.read.sla_report"}})
     assert ["app.db", "app.services", "app.db"] in cycles
     assert _package_cycles({"app.timegrid": {"app.exporter.series"}})  # longer: leaf <-> exporter
 
@@ -366,7 +417,7 @@ def test_the_graph_check_sees_indirect_and_lazy_imports() -> None:
     """Self-test: the worker reaches storage only through services, lazily in part."""
     closure = _closure(["app.worker.runner"])
     assert "app.db.queue" in closure  # runner -> jobs -> window_refresh -> db.queue
-    assert "app.services.window_compute" in closure  # imported inside a function
+    assert "app.services.windows.compute" in closure  # imported inside a function
 
 
 def test_the_metrics_package_is_lazy_and_keeps_its_entry_point() -> None:
@@ -431,7 +482,7 @@ def test_the_client_imports_only_its_declared_dependencies() -> None:
     [
         "from app.services.windowing import window_start",  # client -> services
         "import app.timegrid",
-        "def f():\n    from app.services import sla",
+        "def f():\n    from app.services.read import sla_report as sla",
     ],
 )
 def test_a_wrong_arrow_of_the_client_fails_the_check(source: str) -> None:

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from app.drift.settings import DriftSettings
-from app.services.model_settings import DriftConfig, DriftReference, ModelCreate, ModelUpdate
+from app.services.models.settings import DriftConfig, DriftReference, ModelCreate, ModelUpdate
 
 
 def test_threshold_forms() -> None:

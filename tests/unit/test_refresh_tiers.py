@@ -14,13 +14,13 @@ from test_window_compute import make_model, sample, sums_of
 
 from app.exporter.streaks import window_outcomes
 from app.metrics.confusion import ConfusionCounts
-from app.services.model_config import ModelConfig
-from app.services.refresh_tier import DETAIL_SPREAD, detail_due, detail_phase, next_detail_due
-from app.services.sla import window_results
-from app.services.window_compute import WindowResult, compute_window_result
-from app.services.window_document import KEPT_BY_SUMMARY, window_document
-from app.services.window_read import WindowView
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.read.sla_report import window_results
+from app.services.read.windows import WindowView
+from app.services.refresh.document import KEPT_BY_SUMMARY, window_document
+from app.services.refresh.tiers import DETAIL_SPREAD, detail_due, detail_phase, next_detail_due
+from app.services.windows.compute import WindowResult, compute_window_result
+from app.services.windows.sums import WindowSums
 from app.sla.objectives import (
     STALE_DETAIL_REASON,
     Objective,
@@ -112,7 +112,7 @@ def test_window_phases_are_fixed_by_the_key_and_spread_evenly() -> None:
 def test_the_phase_does_not_depend_on_the_process() -> None:
     """A hash of the key's text, not Python's salted ``hash``: another interpreter agrees."""
     code = (
-        "from datetime import datetime, UTC; from app.services.refresh_tier import detail_phase; "
+        "from datetime import datetime, UTC; from app.services.refresh.tiers import detail_phase; "
         "print(repr(detail_phase(7, 'seg-3', datetime(2026, 11, 26, 10, tzinfo=UTC))))"
     )
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from app.errors import InvalidInput
-from app.services.model_config import ModelConfig
-from app.services.retention import Expired, check_retention, expired_windows, parse_retention
+from app.services.models.config import ModelConfig
+from app.services.models.retention import check_retention, parse_retention
+from app.services.refresh.retention import Expired, expired_windows
 
 NOW = datetime(2026, 6, 10, 12, 30, tzinfo=UTC)
 HOUR = timedelta(hours=1)

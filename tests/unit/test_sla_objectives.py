@@ -12,9 +12,9 @@ from app.api.routes.sla import CSV_MEDIA_TYPE, preferred_media
 from app.metrics.area_intervals import FEW_NEGATIVES, calibrated_auc_pr_interval
 from app.metrics.evaluate import OPS_METRICS
 from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
-from app.services.metric_names import metric_names
-from app.services.sla import SlaReport, SlaWindow, Tally, window_results
-from app.services.window_read import WindowView
+from app.services.models.metric_names import metric_names
+from app.services.read.sla_report import SlaReport, SlaWindow, Tally, window_results
+from app.services.read.windows import WindowView
 from app.sla.csv import CSV_COLUMNS, reports_to_csv
 from app.sla.objectives import AT_PI0, OPS_WITH_INTERVALS, Objective, evaluate_objective
 

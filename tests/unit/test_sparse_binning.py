@@ -14,8 +14,8 @@ from app.config import Settings
 from app.metrics.binning import _sorted_bin_counts, default_bin_edges, histogram_counts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
-from app.services.batch_parsing import parse_batch
-from app.services.model_config import ModelConfig
+from app.services.ingest.parse import parse_batch
+from app.services.models.config import ModelConfig
 
 NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
 THRESHOLDS = (0.5, 0.3, 0.05)

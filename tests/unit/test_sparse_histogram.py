@@ -1,4 +1,4 @@
-"""The sparse histogram batch form and score sums (app/services/sparse_histogram.py)."""
+"""The sparse histogram batch form and score sums (app/services/ingest/sparse.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from app.config import Settings
 from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges
 from app.metrics.probability import LOG_LOSS_MAX, ProbabilitySums, probability_sum_bounds
-from app.services.batch_parsing import ParsedBatch, parse_batch
-from app.services.count_limits import MAX_BATCH_COUNT
-from app.services.model_config import ModelConfig
+from app.services.ingest.parse import ParsedBatch, parse_batch
+from app.services.models.config import ModelConfig
+from app.services.windows.limits import MAX_BATCH_COUNT
 
 NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
 TS = "2026-11-26T12:10:00Z"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.services.model_settings import WindowName
+from app.services.models.settings import WindowName
 from app.timegrid import (
     WINDOW_LENGTHS,
     isoformat_z,

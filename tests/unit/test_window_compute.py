@@ -23,9 +23,8 @@ from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.evaluate import CURVE_METRICS, evaluate, threshold_suffix
 from app.metrics.probability import ProbabilitySums
-from app.services.drift_reference import dependent_windows, reference_period
-from app.services.model_config import ModelConfig
-from app.services.window_compute import (
+from app.services.models.config import ModelConfig
+from app.services.windows.compute import (
     INSUFFICIENT,
     MAX_CURVE_POINTS,
     MIN_OPS_AUC_PR_POSITIVES_X_PRIOR,
@@ -33,7 +32,8 @@ from app.services.window_compute import (
     compute_window_result,
     downsample_indices,
 )
-from app.services.window_sums import WindowSums, sums_seed
+from app.services.windows.reference import dependent_windows, reference_period
+from app.services.windows.sums import WindowSums, sums_seed
 from app.sla.objectives import has_interval
 from app.statuses import DriftStatus, DriftVerdict
 
@@ -512,7 +512,7 @@ def test_auc_interval_from_coarse_bins_has_nominal_coverage() -> None:
 
 def test_merging_windows_past_int64_is_refused_not_wrapped() -> None:
     """Two windows of 2^62 examples each: their histograms' int64 sums would wrap around."""
-    from app.services.count_limits import INT64_MAX, CountOverflow
+    from app.services.windows.limits import INT64_MAX, CountOverflow
 
     half = 2**62
     full = WindowSums(

@@ -30,10 +30,10 @@ from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.dbt import dbt_reference
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.probability import LOG_LOSS_EPS, ProbabilitySums
-from app.services.model_config import ModelConfig
-from app.services.window_compute import WindowResult, compute_window_result
-from app.services.window_estimate import ERROR_REASON_KEY
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.windows.compute import WindowResult, compute_window_result
+from app.services.windows.estimate import ERROR_REASON_KEY
+from app.services.windows.sums import WindowSums
 
 THRESHOLDS = (0.5, 0.3)
 EDGES = default_bin_edges(THRESHOLDS, n_bins=40)

@@ -13,10 +13,10 @@ from app.estimation import MixtureReference, estimate_window
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
-from app.services import window_estimate
-from app.services.model_config import ModelConfig
-from app.services.window_compute import compute_window_result
-from app.services.window_estimate import (
+from app.services.models.config import ModelConfig
+from app.services.windows import estimate as window_estimate
+from app.services.windows.compute import compute_window_result
+from app.services.windows.estimate import (
     ERROR_REASON_KEY,
     MORE_LABELLED_REASON,
     NO_REFERENCE,
@@ -25,7 +25,7 @@ from app.services.window_estimate import (
     estimate_error,
     guarded_estimate_document,
 )
-from app.services.window_sums import WindowSums, sums_seed
+from app.services.windows.sums import WindowSums, sums_seed
 
 THRESHOLDS = (0.5, 0.3)
 EDGES = default_bin_edges(THRESHOLDS, n_bins=2_000)

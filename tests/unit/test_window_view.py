@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from app.services.window_read import (
+from app.services.read.windows import (
     DETAIL_PENDING,
     NO_LABELLED_DETAIL,
     NO_SCORE_HISTOGRAMS,

@@ -34,12 +34,12 @@ from app.api.routes.models import PROBLEMS
 from app.api.schemas import BATCH_EXAMPLES, BatchAccepted, BatchIn
 from app.config import Settings
 from app.db.queries import CachedCredential
-from app.services import keys
-from app.services.auth_cache import AUTH_CACHE, CachedKey
-from app.services.errors import StaleCredential
-from app.services.ingestion import ingest_batch
-from app.services.model_config import ModelConfig
-from app.services.models import get_model
+from app.errors import StaleCredential
+from app.services.ingest.batch import ingest_batch
+from app.services.models import api_keys as keys
+from app.services.models.auth_cache import AUTH_CACHE, CachedKey
+from app.services.models.config import ModelConfig
+from app.services.models.registry import get_model
 
 router = APIRouter(prefix="/v1/models/{name}/batches", tags=["batches"])
 
@@ -69,7 +69,7 @@ def _from_cache(
 def _authorize(session: Session, name: str, token: str, settings: Settings) -> ModelConfig:
     """The path's model for a caller with the ``ingest`` scope (401/404/403 otherwise).
 
-    Reads through :data:`AUTH_CACHE` (app/services/auth_cache.py states the
+    Reads through :data:`AUTH_CACHE` (app/services/models/auth_cache.py states the
     staleness bound) and fills it. Ends the session's transaction: its
     connection goes back to the pool before the route awaits the body (a
     slow client must not hold it).

@@ -19,7 +19,7 @@ from app.api.deps import JsonBody, SettingsDep
 from app.api.openapi import raw_json_body
 from app.api.routes.models import PROBLEMS
 from app.api.schemas import EVALUATE_EXAMPLE, EvaluateIn, EvaluateOut
-from app.services.evaluation import evaluate_body
+from app.services.ingest.evaluate import evaluate_body
 
 router = APIRouter(prefix="/v1/evaluate", tags=["evaluate"])
 

@@ -11,7 +11,7 @@ from app.api.deps import AdminModelDep, JsonBody, SessionDep, UniqueKeys
 from app.api.routes.models import PROBLEMS
 from app.api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyList, ApiKeyPublic
 from app.db.models import ApiKey
-from app.services import keys as service
+from app.services.models import api_keys as service
 
 router = APIRouter(prefix="/v1/models/{name}/keys", tags=["keys"])
 

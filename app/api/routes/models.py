@@ -16,8 +16,8 @@ from app.api.deps import (
     UniqueKeys,
 )
 from app.api.schemas import BinsPublic, ModelList, Problem
-from app.services import models as service
-from app.services.model_settings import ModelCreate, ModelPublic, ModelUpdate
+from app.services.models import registry as service
+from app.services.models.settings import ModelCreate, ModelPublic, ModelUpdate
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 PROBLEMS: dict[int | str, dict[str, Any]] = {

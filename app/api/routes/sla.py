@@ -14,8 +14,8 @@ from starlette.responses import Response
 from app.api.deps import ReadModelDep, SessionDep
 from app.api.routes.models import PROBLEMS
 from app.api.routes.windows import FromQuery, ToQuery
-from app.services.model_config import ModelConfig
-from app.services.sla import RULE, sla_report
+from app.services.models.config import ModelConfig
+from app.services.read.sla_report import RULE, sla_report
 from app.sla.csv import reports_to_csv
 from app.sla.html import reports_to_html
 

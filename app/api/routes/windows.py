@@ -13,8 +13,8 @@ from starlette.responses import Response
 from app.api.deps import ReadModelDep, SessionDep
 from app.api.errors import ProblemError
 from app.api.routes.models import PROBLEMS
-from app.services.model_config import ModelConfig
-from app.services.window_read import get_window, iso, list_windows
+from app.services.models.config import ModelConfig
+from app.services.read.windows import get_window, iso, list_windows
 from app.timegrid import parse_instant
 
 router = APIRouter(prefix="/v1/models/{name}/windows", tags=["windows"])

@@ -3,7 +3,7 @@
 :class:`ModelCreate` and :class:`ModelUpdate` are what a caller may set (the
 HTTP API uses them as request bodies; tests and benchmarks register models
 with them directly); :class:`ModelPublic` is a model as it is shown.
-:mod:`app.services.models` stores them; :class:`app.services.model_config.
+:mod:`app.services.models.registry` stores them; :class:`app.services.models.config.
 ModelConfig` is the immutable snapshot that ingestion and the worker read.
 Validation errors are pydantic errors naming the field (or
 :class:`app.errors.InvalidInput` from the metric and drift settings).
@@ -29,7 +29,7 @@ from app.db.models import ALL_SEGMENTS_LABEL
 from app.drift.settings import DriftSettings
 from app.errors import InvalidInput
 from app.metrics.cost import UnitCosts
-from app.services.retention import RETENTION_PATTERN
+from app.services.models.retention import RETENTION_PATTERN
 from app.timegrid import parse_instant
 
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"

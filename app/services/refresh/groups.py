@@ -2,27 +2,27 @@
 
 Each step is its own short transaction, owned here; no transaction is open
 while computing. The SQL is in :mod:`app.db.queue`; the computation in
-:func:`app.services.window_compute.compute_window_result`.
+:func:`app.services.windows.compute.compute_window_result`.
 
 * :func:`claim_windows` claims up to ``group_size`` waiting windows (oldest
   change first) and reads their sums, their unfolded deltas and their
   models in the claim transaction; each window's sums plus exactly its
-  deltas (:func:`app.services.deltas.fold`) are what it is computed on. A
-  delta that cannot be folded (:func:`app.services.deltas.fold_rows`) is
+  deltas (:func:`app.services.windows.deltas.fold`) are what it is computed on. A
+  delta that cannot be folded (:func:`app.services.windows.deltas.fold_rows`) is
   quarantined in that transaction (:func:`app.db.queue.quarantine_deltas`):
   the window is computed without it and its stored result says so in
   ``error``, and the other windows of the group are not held back.
 * :func:`compute_or_error` loads a window's drift reference (the sum of the
   reference windows of the same segment, cached by their versions,
-  :mod:`app.services.reference_cache`) and
+  :mod:`app.services.windows.reference_cache`) and
   computes (:func:`compute_claimed`): the full result when the window's
-  detail is due, else the summary (:mod:`app.services.refresh_tier`); a
+  detail is due, else the summary (:mod:`app.services.refresh.tiers`); a
   failing computation becomes an error to store.
 * :func:`persist_group` stores the group in one transaction: per window
   still held (fenced on its claim attempt) it folds the claimed deltas into
   the aggregate (new version; the deltas deleted) and stores the result with
   that version (a summary keeps the stored detail:
-  :mod:`app.services.window_document`). When a window's data changed and
+  :mod:`app.services.refresh.document`). When a window's data changed and
   other windows use it as their drift reference, those are marked for
   recomputation in the same transaction.
 * :func:`refresh_group` computes a claimed group window by window and
@@ -47,15 +47,15 @@ from app.db import queue
 from app.db.models import Model
 from app.db.queue import Claim
 from app.db.session import BINARY_RESULTS, write_transaction
-from app.services.deltas import Folded, aggregate_columns, exact_of, fold_rows
-from app.services.detail_budget import DetailBudget
-from app.services.drift_reference import dependent_windows, reference_period
-from app.services.model_config import ModelConfig
-from app.services.reference_cache import Period, ReferenceCache
-from app.services.refresh_tier import detail_due, detail_phase, next_detail_due
-from app.services.window_compute import WindowResult, compute_window_result
-from app.services.window_document import KEPT_BY_SUMMARY, window_document
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.refresh.budget import DetailBudget
+from app.services.refresh.document import KEPT_BY_SUMMARY, window_document
+from app.services.refresh.tiers import detail_due, detail_phase, next_detail_due
+from app.services.windows.compute import WindowResult, compute_window_result
+from app.services.windows.deltas import Folded, aggregate_columns, exact_of, fold_rows
+from app.services.windows.reference import dependent_windows, reference_period
+from app.services.windows.reference_cache import Period, ReferenceCache
+from app.services.windows.sums import WindowSums
 from app.statuses import StoredStatus
 from app.timegrid import window_length
 
@@ -75,10 +75,10 @@ class ClaimedWindow:
     folded: Folded
     batch_ids: tuple[uuid.UUID, ...]
     detail_due_at: datetime | None = None
-    """The row's detail due time at the claim (app/services/refresh_tier.py)."""
+    """The row's detail due time at the claim (app/services/refresh/tiers.py)."""
     backlog: bool = True
     """The claim took a whole group, so more windows were waiting (False: the queue was
-    short and the refresh is full, app/services/refresh_tier.py)."""
+    short and the refresh is full, app/services/refresh/tiers.py)."""
     quarantined: tuple[queue.Quarantined, ...] = ()
     """Claimed deltas that could not be folded, quarantined by the claim."""
 
@@ -188,7 +188,7 @@ def compute_claimed(
     budget: DetailBudget | None = None,
 ) -> WindowResult:
     """Load the window's drift reference (read-only) and compute its result: full when
-    its detail is due (:func:`app.services.refresh_tier.detail_due`, with room in the
+    its detail is due (:func:`app.services.refresh.tiers.detail_due`, with room in the
     worker's ``budget``, if given), else the summary."""
     claim, model = claimed.claim, claimed.model
     period = reference_period(model, claim.window_start)
@@ -252,7 +252,7 @@ def compute_or_error(
     """Compute a claimed window; a failing computation is returned as an error.
 
     ``detail_interval_seconds`` (the worker setting; 0: every refresh is full)
-    bounds how long the detail tier lags the data (app/services/refresh_tier.py);
+    bounds how long the detail tier lags the data (app/services/refresh/tiers.py);
     ``budget`` (the worker's, if given) defers due details while they took
     more than their share of its time, and accounts this computation.
     A database error propagates (infrastructure, not the window: the loop

@@ -1,12 +1,12 @@
 """Backpressure: a bound on each model's unfolded deltas (docs/api.md, "Backpressure").
 
 Every accepted batch appends one all-traffic delta that waits until a worker
-folds it (app/services/window_refresh.py). With the workers down or behind,
+folds it (app/services/refresh/groups.py). With the workers down or behind,
 those deltas would pile up without end: storage grows, and so does the
 cost of reading a window. ``PRIORWATCH_MAX_UNFOLDED_DELTAS`` (``limit``; 0:
 no bound) caps them per model: a batch of a model with ``limit`` or more
 unfolded deltas is refused with 429 and ``Retry-After``
-(:class:`~app.services.errors.TooManyUnfoldedDeltas`), and stores nothing.
+(:class:`~app.errors.TooManyUnfoldedDeltas`), and stores nothing.
 
 Cost: the count rides in the batch's admission read (no extra round trip)
 and is capped at ``limit`` (``LIMIT``: at most ``limit`` index entries,
@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.services.engine_cache import EngineCache
-from app.services.errors import TooManyUnfoldedDeltas
+from app.errors import TooManyUnfoldedDeltas
+from app.services.models.engine_cache import EngineCache
 
 UNFOLDED_COUNT_TTL_SECONDS = 1.0
 """How long a process trusts its tally of a model's unfolded deltas below the limit."""
@@ -60,7 +60,7 @@ class UnfoldedCounts:
     >>> counts.check(engine, 1, limit=2, counted=2)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    app.services.errors.TooManyUnfoldedDeltas: ...
+    app.errors.TooManyUnfoldedDeltas: ...
     """
 
     def __init__(self, ttl: float, clock: Callable[[], float] = time.monotonic) -> None:
@@ -97,4 +97,4 @@ class UnfoldedCounts:
 
 
 UNFOLDED_COUNTS = UnfoldedCounts(UNFOLDED_COUNT_TTL_SECONDS)
-"""The process's tallies (used by app/services/ingestion.py)."""
+"""The process's tallies (used by app/services/ingest/batch.py)."""

@@ -11,14 +11,14 @@ Order of work for ``POST /v1/models/{name}/batches``:
 3. one read (app/db/queries.py ``read_admission``): the replay lookup (a
    batch with that key -> its stored answer, same body, or 422, other body;
    nothing stored), the window's and the model's totals for the count
-   ceilings, unfolded deltas included (app/services/count_limits.py; plain
+   ceilings, unfolded deltas included (app/services/windows/limits.py; plain
    reads, no lock; the model's folded total from :data:`FOLDED_TOTALS` and
    the unfolded deltas' sums from :data:`UNFOLDED_TOTALS` while fresh), the
    cached authorisation checked again (the route's key and model settings:
-   :class:`~app.services.errors.StaleCredential` if either changed), and
+   :class:`~app.errors.StaleCredential` if either changed), and
    the model's unfolded deltas counted up to their bound unless this
    process counted them a moment ago
-   (app/services/backpressure.py: 429 past the bound);
+   (app/services/ingest/backpressure.py: 429 past the bound);
 4. one write transaction: create the window's aggregate rows if the read
    found them missing (``ON CONFLICT DO NOTHING``: a row created meanwhile
    by another batch is neither written nor locked), insert the batch row
@@ -26,7 +26,7 @@ Order of work for ``POST /v1/models/{name}/batches``:
    segment's if any); commit. Any failure rolls all of it back. No statement
    waits for another batch's transaction (but for the first creation of an
    aggregate row); the worker folds the deltas into the aggregates later
-   (app/services/window_refresh.py).
+   (app/services/refresh/groups.py).
 
 On PostgreSQL steps 2-4 share one transaction (the advisory lock of step 2
 lives until the commit), step 3 is one pipelined round trip and the inserts
@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -49,19 +50,18 @@ from app.config import Settings
 from app.db import queries
 from app.db.models import ALL_SEGMENTS
 from app.db.session import write_transaction
-from app.errors import InvalidInput
-from app.services import idempotency
-from app.services.backpressure import UNFOLDED_COUNTS
-from app.services.batch_parsing import ParsedBatch, parse_batch
-from app.services.count_limits import (
+from app.errors import InvalidInput, MalformedBody, ModelNotFound
+from app.services.ingest import idempotency
+from app.services.ingest.backpressure import UNFOLDED_COUNTS
+from app.services.ingest.parse import ParsedBatch, parse_batch
+from app.services.models.config import ModelConfig
+from app.services.models.engine_cache import EngineCache
+from app.services.windows.deltas import Delta
+from app.services.windows.limits import (
     FOLDED_TOTAL_TTL_SECONDS,
     UNFOLDED_TOTAL_TTL_SECONDS,
     check_room,
 )
-from app.services.deltas import Delta
-from app.services.engine_cache import EngineCache
-from app.services.errors import MalformedBody, ModelNotFound
-from app.services.model_config import ModelConfig
 from app.timegrid import isoformat_z
 
 _HASHER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="priorwatch-body-hash")
@@ -75,12 +75,12 @@ slower, for the same reason; bench/bench_ingest.py.)"""
 FOLDED_TOTALS = EngineCache(ttl=FOLDED_TOTAL_TTL_SECONDS)
 """Per model, its folded example total as last read by this process: the
 model ceiling's sum over every window of the model, read again once stale
-(app/services/count_limits.py)."""
+(app/services/windows/limits.py)."""
 
 UNFOLDED_TOTALS = EngineCache(ttl=UNFOLDED_TOTAL_TTL_SECONDS)
 """Per (model, window, segment), the unfolded deltas' sums of the window's
 aggregates and of the model as last read by this process: a scan of every
-delta waiting, read again once stale (app/services/count_limits.py)."""
+delta waiting, read again once stale (app/services/windows/limits.py)."""
 
 INLINE_HASH_BYTES = 64 * 1024
 """Bodies up to this size are hashed in the request's thread: a small body
@@ -112,6 +112,37 @@ def _lookup_replay(
 ) -> IngestOutcome | None:
     earlier = None if key is None else queries.find_answer(session, model_id, key)
     return None if earlier is None else _replay(earlier, body_hash)
+
+
+def batch_delta(batch_id: uuid.UUID, parsed: ParsedBatch) -> Delta:
+    """The delta of a parsed batch: its histograms reduced to the non-empty bins."""
+    labelled = (
+        None
+        if parsed.hist_positives is None or parsed.hist_negatives is None
+        else (parsed.hist_positives, parsed.hist_negatives)
+    )
+    present = [h for h in (*(labelled or ()), parsed.unlabelled) if h is not None]
+    bins = pos = neg = unl = None
+    if present:
+        nonzero = np.flatnonzero(np.logical_or.reduce([h != 0 for h in present]))
+        bins = nonzero.astype(np.int32)
+        if labelled is not None:
+            pos = np.asarray(labelled[0][nonzero], dtype=np.int64)
+            neg = np.asarray(labelled[1][nonzero], dtype=np.int64)
+        if parsed.unlabelled is not None:
+            unl = np.asarray(parsed.unlabelled[nonzero], dtype=np.int64)
+    return Delta(
+        batch_id=batch_id,
+        n=parsed.n,
+        positives=parsed.positives,
+        confusion=parsed.confusion,
+        bins=bins,
+        bin_positives=pos,
+        bin_negatives=neg,
+        sums=parsed.sums,
+        n_unlabelled=parsed.n_unlabelled,
+        bin_unlabelled=unl,
+    )
 
 
 def _check_room(parsed: ParsedBatch, totals: queries.ExampleTotals) -> None:
@@ -177,9 +208,7 @@ def _rows(
         "response": response,
         "received_at": now,
     }
-    delta = Delta.from_batch(batch_id, parsed).to_row(
-        model.id, ALL_SEGMENTS, parsed.window_start, now
-    )
+    delta = batch_delta(batch_id, parsed).to_row(model.id, ALL_SEGMENTS, parsed.window_start, now)
     return _Rows(batch, delta, queries.WindowKey(parsed.window_start, parsed.segment), response)
 
 

@@ -1,10 +1,10 @@
 """A small in-process cache whose entries belong to one database (engine) and expire.
 
 Used for what many requests read and may be a little stale: the keys and
-model settings that authorise a batch (app/services/auth_cache.py), a
+model settings that authorise a batch (app/services/models/auth_cache.py), a
 model's folded example total and its unfolded deltas' sums
-(app/services/ingestion.py) and its tally of
-unfolded deltas (app/services/backpressure.py). Entries are kept
+(app/services/ingest/batch.py) and its tally of
+unfolded deltas (app/services/ingest/backpressure.py). Entries are kept
 per engine (weakly), so two apps over two databases never share one.
 """
 

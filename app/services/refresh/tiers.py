@@ -5,7 +5,7 @@ label-free estimate); the detail (curves and every interval: the labeling
 metrics' credible intervals, the ``ops_*`` and curve-area intervals; most
 of the cost) is computed by a **full** refresh only when it is
 due, and carried over from the last full refresh otherwise
-(:mod:`app.services.window_document`).
+(:mod:`app.services.refresh.document`).
 
 The detail is due when
 
@@ -27,7 +27,7 @@ The detail is due when
 
 A detail due by its time alone is **deferred** while the worker's details
 took more than their share of its computing time
-(:mod:`app.services.detail_budget`): the refresh is a summary and sets a new
+(:mod:`app.services.refresh.budget`): the refresh is a summary and sets a new
 due time, a delay after its own time, as if the detail had just been
 computed. So under a load that the worker can only just follow, the
 details run at the rate their share allows and new data does not wait
@@ -75,7 +75,7 @@ def detail_due(
         The claim took a whole group (more windows were waiting); False makes
         the refresh full.
     budget_allows : bool
-        The worker's detail budget has room (:mod:`app.services.detail_budget`);
+        The worker's detail budget has room (:mod:`app.services.refresh.budget`);
         False defers a detail due by its time alone.
     """
     if not backlog or detail_interval_seconds <= 0 or now >= window_end:

@@ -9,8 +9,8 @@ still unrevoked, the model's ``updated_at`` unchanged: app/db/queries.py
 ``read_admission``) and, if it no longer holds, the route clears the cache
 and authorises from the database (docs/api.md, "Ingestion speed"). So a
 revocation or a model update is seen at once by every process. In this
-process, revoking a key (:func:`app.services.keys.revoke_key`) or updating a
-model (:func:`app.services.models.update_model`) also clears the cache; an
+process, revoking a key (:func:`app.services.models.api_keys.revoke_key`) or updating a
+model (:func:`app.services.models.registry.update_model`) also clears the cache; an
 entry lives at most :data:`TTL_SECONDS`, which bounds how long a forgotten
 key stays in memory.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.services.engine_cache import EngineCache
+from app.services.models.engine_cache import EngineCache
 
 TTL_SECONDS = 2.0
 """How long an entry is kept (each use is checked again against the database)."""

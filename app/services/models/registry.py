@@ -26,13 +26,12 @@ from app.db import retention as db_retention
 from app.db.models import Model
 from app.db.queue import invalidate_windows
 from app.db.session import write_transaction
-from app.errors import InvalidInput
+from app.errors import InvalidInput, ModelAlreadyExists, ModelNotFound
 from app.metrics.binning import default_bin_edges
-from app.services.auth_cache import AUTH_CACHE
-from app.services.errors import ModelAlreadyExists, ModelNotFound
-from app.services.metric_names import check_metric_name
-from app.services.model_settings import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
-from app.services.retention import check_retention
+from app.services.models.auth_cache import AUTH_CACHE
+from app.services.models.metric_names import check_metric_name
+from app.services.models.retention import check_retention
+from app.services.models.settings import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
 from app.sla.objectives import Objective
 
 
@@ -136,7 +135,7 @@ def update_model(session: Session, model: Model, data: ModelUpdate, now: datetim
         if db_retention.lock_model(session, model_id) is None:  # deleted meanwhile
             raise ModelNotFound(f"no model named {name!r}")
         _apply_update(session, model, data, now)
-    AUTH_CACHE.clear()  # batches see the new settings at once (app/services/auth_cache.py)
+    AUTH_CACHE.clear()  # batches see the new settings at once (app/services/models/auth_cache.py)
     return model
 
 
@@ -174,8 +173,8 @@ def delete_model(session: Session, model: Model) -> None:
     A worker holding some of its windows is fenced out when it completes
     (app/db/retention.py). Other processes' caches answer for it no longer:
     each use of a cached key or model is checked against the database
-    (app/services/auth_cache.py), and a batch that raced the deletion answers
-    404 (app/services/ingestion.py).
+    (app/services/models/auth_cache.py), and a batch that raced the deletion answers
+    404 (app/services/ingest/batch.py).
     """
     model_id, name = model.id, model.name  # read before the transaction may expire them
     with write_transaction(session):

@@ -24,9 +24,8 @@ import numpy.typing as npt
 
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
-from app.services.batch_parsing import ParsedBatch
-from app.services.count_limits import check_merged_total
-from app.services.window_sums import WindowSums
+from app.services.windows.limits import check_merged_total
+from app.services.windows.sums import WindowSums
 
 FIXED_POINT_BITS = 128
 """Fraction bits of the exact sums: a float sum x is held as the integer
@@ -147,37 +146,6 @@ class Delta:
     sums: ProbabilitySums | None
     n_unlabelled: int = 0
     bin_unlabelled: Counts | None = None
-
-    @classmethod
-    def from_batch(cls, batch_id: uuid.UUID, parsed: ParsedBatch) -> Delta:
-        """The delta of a parsed batch: its histograms reduced to the non-empty bins."""
-        labelled = (
-            None
-            if parsed.hist_positives is None or parsed.hist_negatives is None
-            else (parsed.hist_positives, parsed.hist_negatives)
-        )
-        present = [h for h in (*(labelled or ()), parsed.unlabelled) if h is not None]
-        bins = pos = neg = unl = None
-        if present:
-            nonzero = np.flatnonzero(np.logical_or.reduce([h != 0 for h in present]))
-            bins = nonzero.astype(np.int32)
-            if labelled is not None:
-                pos = np.asarray(labelled[0][nonzero], dtype=np.int64)
-                neg = np.asarray(labelled[1][nonzero], dtype=np.int64)
-            if parsed.unlabelled is not None:
-                unl = np.asarray(parsed.unlabelled[nonzero], dtype=np.int64)
-        return cls(
-            batch_id=batch_id,
-            n=parsed.n,
-            positives=parsed.positives,
-            confusion=parsed.confusion,
-            bins=bins,
-            bin_positives=pos,
-            bin_negatives=neg,
-            sums=parsed.sums,
-            n_unlabelled=parsed.n_unlabelled,
-            bin_unlabelled=unl,
-        )
 
     def to_row(
         self, model_id: int, segment: str, window_start: datetime, received_at: datetime

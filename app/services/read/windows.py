@@ -12,7 +12,7 @@ all-traffic window (stored under the segment key ``"*"``) as ``segment: null``.
   version (``aggregate_version`` says which).
 * **Merged windows** (``granularity`` a longer window length, e.g. ``"1d"``
   over a ``"1h"`` model): the stored aggregates of each longer window, each
-  with its unfolded deltas folded in (:func:`app.services.deltas.fold`), are
+  with its unfolded deltas folded in (:func:`app.services.windows.deltas.fold`), are
   summed exactly (:meth:`WindowSums.merge`) and computed now with
   :func:`compute_window_result`, against the same drift reference the worker
   would use. They are always ``"fresh"`` (computed from the current sums).
@@ -34,13 +34,13 @@ from sqlalchemy.orm import Session
 from app.db import queries
 from app.db.models import ALL_SEGMENTS, BatchDelta, WindowAggregate, WindowMetrics
 from app.errors import InvalidInput
-from app.services.count_limits import CountOverflow
-from app.services.deltas import exact_of, fold_rows
-from app.services.drift_reference import reference_period
-from app.services.model_config import ModelConfig
-from app.services.reference_cache import ReferenceCache
-from app.services.window_compute import compute_window_result
-from app.services.window_sums import WindowSums
+from app.services.models.config import ModelConfig
+from app.services.windows.compute import compute_window_result
+from app.services.windows.deltas import exact_of, fold_rows
+from app.services.windows.limits import CountOverflow
+from app.services.windows.reference import reference_period
+from app.services.windows.reference_cache import ReferenceCache
+from app.services.windows.sums import WindowSums
 from app.statuses import StoredStatus, WindowState
 from app.timegrid import (
     WindowRange,

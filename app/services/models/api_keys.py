@@ -19,8 +19,8 @@ from sqlalchemy.orm import Session
 from app.db import queries
 from app.db.models import ApiKey, Model
 from app.db.session import write_transaction
-from app.services.auth_cache import AUTH_CACHE
-from app.services.errors import ApiKeyNotFound, ModelNotFound
+from app.errors import ApiKeyNotFound, ModelNotFound
+from app.services.models.auth_cache import AUTH_CACHE
 
 TOKEN_PREFIX = "pw_"
 DISPLAY_PREFIX_LENGTH = 10

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from app.services.window_compute import WindowResult
+from app.services.windows.compute import WindowResult
 
 KEPT_BY_SUMMARY = ("curves", "detail_version", "detail_computed_at")
 """Columns of ``window_metrics`` a summary refresh leaves as they are stored (the

@@ -17,7 +17,7 @@ Three ceilings, one per sum a batch increases:
   unfolded deltas, read with the window's, plus its folded aggregates, one
   row per window, which a process reads at most every
   :data:`FOLDED_TOTAL_TTL_SECONDS` per model (so the cost of a batch does not
-  grow with the model's history; app/services/ingestion.py).
+  grow with the model's history; app/services/ingest/batch.py).
 
 The gap between the per-batch ceiling and the stored type (int64, 2^63) is
 headroom: the ingest check is a plain read, blind to the batches being

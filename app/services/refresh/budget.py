@@ -9,7 +9,7 @@ wait behind details. The budget keeps the summary first: a worker accounts
 the computing time of its refreshes, full and summary, with an exponential
 decay (a half-life of :data:`HALF_LIFE_SECONDS`), and while details took
 more than ``share`` of it, a due detail of a window claimed under a backlog
-is deferred (a summary refresh, with a new due time: app/services/refresh_tier.py).
+is deferred (a summary refresh, with a new due time: app/services/refresh/tiers.py).
 Without a backlog, or for a window that has closed, nothing changes: those
 refreshes are full whatever the budget. Details then run at the rate the
 share allows, and their stamp in the read model tells how old each is.

@@ -10,45 +10,18 @@ with trailing windows the k windows before the oldest kept one stay.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import retention as db_retention
-from app.db.models import Model
 from app.db.queue import database_now
 from app.db.session import write_transaction
-from app.errors import InvalidInput
-from app.services.drift_reference import reference_period
-from app.services.model_config import ModelConfig
-from app.timegrid import window_length, window_start
-
-RETENTION_PATTERN = r"^[1-9][0-9]{0,4}[hdw]$"
-"""A retention: a positive whole number of hours, days or weeks ("36h", "90d", "52w")."""
-
-_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
-
-
-def parse_retention(text: str) -> timedelta:
-    """The duration a retention names (its syntax is checked by :data:`RETENTION_PATTERN`).
-
-    >>> parse_retention("90d")
-    datetime.timedelta(days=90)
-    """
-    match = re.fullmatch(RETENTION_PATTERN, text)
-    if match is None:
-        raise InvalidInput("retention", f"{text!r} is not a duration such as 36h, 90d or 52w")
-    return int(text[:-1]) * _UNITS[text[-1]]
-
-
-def check_retention(text: str | None, window: str) -> str | None:
-    """``text`` if it is null or at least one window of the model (InvalidInput otherwise)."""
-    if text is not None and parse_retention(text) < window_length(window):
-        raise InvalidInput("retention", f"must be at least one window of the model ({window})")
-    return text
+from app.services.models.config import ModelConfig
+from app.services.models.retention import parse_retention
+from app.services.windows.reference import reference_period
+from app.timegrid import window_start
 
 
 def kept_for(model: ModelConfig) -> timedelta | None:
@@ -97,7 +70,7 @@ def delete_expired_windows(factory: sessionmaker[Session], *, limit: int) -> int
     """
     with factory() as session:
         now = database_now(session)
-        ids = session.scalars(select(Model.id).where(Model.retention.is_not(None))).all()
+        ids = db_retention.models_with_retention(session)
     deleted = 0
     for model_id in ids:
         done = limit

@@ -9,11 +9,11 @@ Two parsers, one meaning:
   everything the fast path declines (nested or non-numeric arrays, labels
   written as 1.0 or true, histograms, malformed JSON, repeated keys), so the
   fast path only ever takes documents whose meaning is unambiguous. A key
-  repeated in any object is refused on this path (app/services/json_keys.py),
+  repeated in any object is refused on this path (app/services/ingest/json_keys.py),
   so both parsers give the same answer.
 
 Histogram batches give each class densely or in the sparse form of
-:mod:`app.services.sparse_histogram`, optionally with score sums.
+:mod:`app.services.ingest.sparse`, optionally with score sums.
 
 Validation of scores and labels is :func:`app.metrics._validation.
 check_scores_labels` (one place decides). Every error is
@@ -34,16 +34,15 @@ import simdjson
 
 from app.config import Settings
 from app.db.models import BATCH_KINDS
-from app.errors import InvalidInput
+from app.errors import InvalidInput, MalformedBody
 from app.metrics._validation import check_scores_labels
 from app.metrics.binning import histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
-from app.services.count_limits import MAX_BATCH_COUNT, check_batch_counts, check_batch_total
-from app.services.errors import MalformedBody
-from app.services.json_keys import check_unique_keys, duplicated_key
-from app.services.model_config import ModelConfig
-from app.services.sparse_histogram import integer_array, parse_score_sums, parse_sparse_counts
+from app.services.ingest.json_keys import check_unique_keys, duplicated_key
+from app.services.ingest.sparse import integer_array, parse_score_sums, parse_sparse_counts
+from app.services.models.config import ModelConfig
+from app.services.windows.limits import MAX_BATCH_COUNT, check_batch_counts, check_batch_total
 from app.timegrid import EXAMPLE, parse_instant, shown, window_start
 
 BATCH_FIELDS = frozenset(
@@ -144,7 +143,7 @@ def _scores_arrays(parser: simdjson.Parser, body: bytes) -> dict[str, Any] | Non
             return None
         keys = list(doc.keys())  # every key as written, duplicates included
         if duplicated_key(keys) is not None:
-            return None  # the general path refuses it (app/services/json_keys.py)
+            return None  # the general path refuses it (app/services/ingest/json_keys.py)
         out: dict[str, Any] = {}
         for key in keys:  # items() would unbox the arrays into lists
             value = doc[key]
@@ -171,7 +170,7 @@ def load_document(body: bytes) -> dict[str, Any]:
 def load_json_object(body: bytes) -> dict[str, Any]:
     """Parse ``body`` as a JSON object (:class:`MalformedBody` otherwise).
 
-    A key repeated in any object is :class:`~app.services.json_keys.DuplicateKey`.
+    A key repeated in any object is :class:`~app.services.ingest.json_keys.DuplicateKey`.
     """
     try:
         doc = orjson.loads(body)

@@ -1,7 +1,7 @@
 """The worker's cache of summed drift references, keyed by the versions of their windows.
 
 A window's drift reference is the sum of the reference period's windows of
-the same segment (:func:`app.services.drift_reference.reference_period`).
+the same segment (:func:`app.services.windows.reference.reference_period`).
 It changes only when one of those windows gets a batch (its version moves),
 so the versions identify the sum exactly and a worker reads and sums a
 reference's rows only when it changed. See :class:`ReferenceCache`.
@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session
 
 from app.db.models import WindowAggregate
 from app.db.session import BINARY_RESULTS
-from app.services.model_config import ModelConfig
-from app.services.window_sums import AggregateRow, WindowSums
+from app.services.models.config import ModelConfig
+from app.services.windows.sums import AggregateRow, WindowSums
 
 REFERENCE_CACHE_MB = 256.0
 """Default bound of a :class:`ReferenceCache` (the worker setting ``reference_cache_mb``)."""

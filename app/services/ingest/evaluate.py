@@ -8,7 +8,7 @@ from typing import Any
 from app.config import Settings
 from app.errors import InvalidInput
 from app.metrics.evaluate import evaluate
-from app.services.batch_parsing import load_document, scores_labels_arrays
+from app.services.ingest.parse import load_document, scores_labels_arrays
 
 EVALUATE_FIELDS = frozenset({"scores", "labels", "threshold", "pi0", "cost_ratio", "target_prior"})
 _OPTIONS = ("pi0", "cost_ratio", "target_prior")

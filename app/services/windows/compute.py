@@ -1,9 +1,9 @@
 """A window's full result from its sums: metrics, intervals, drift verdict, curves.
 
 Pure with respect to the database: :func:`compute_window_result` takes a
-model's settings (:class:`~app.services.model_config.ModelConfig`) and plain
-sums (:class:`~app.services.window_sums.WindowSums`) and returns a
-:class:`WindowResult`. The worker (:mod:`app.services.window_refresh`) calls
+model's settings (:class:`~app.services.models.config.ModelConfig`) and plain
+sums (:class:`~app.services.windows.sums.WindowSums`) and returns a
+:class:`WindowResult`. The worker (:mod:`app.services.refresh.groups`) calls
 it for stored windows; the read side calls it for merged windows
 (re-windowing: ``WindowSums.merge`` of the stored windows, then this function).
 
@@ -23,12 +23,12 @@ formula is undefined is ``None`` with the registry's reason.
 Tiers: the summary (metrics, reasons, drift verdict, label-free estimate)
 is computed on every refresh; the detail (curves and every interval: the
 labeling metrics' credible intervals at pi0, the ``ops_*`` and curve-area
-intervals) only when the worker decides so (app/services/refresh_tier.py).
+intervals) only when the worker decides so (app/services/refresh/tiers.py).
 A full result is the summary plus the detail, from one code path.
 
 Determinism: the result is a function of the sums alone. The random draws of
 the intervals use generators seeded from a hash of the sums
-(:func:`~app.services.window_sums.sums_seed`: the credible intervals at pi0
+(:func:`~app.services.windows.sums.sums_seed`: the credible intervals at pi0
 with the seed alone, the other intervals with the seed and
 :data:`DETAIL_STREAM`), so the same aggregate gives bit-identical results in
 any process, whichever tier is computed, and a recomputation changes nothing.
@@ -65,13 +65,13 @@ from app.metrics.uncertainty import (
     ops_interval,
     rate_interval,
 )
-from app.services.model_config import ModelConfig
-from app.services.window_estimate import (
+from app.services.models.config import ModelConfig
+from app.services.windows.estimate import (
     ERROR_REASON_KEY,
     error_withheld,
     guarded_estimate_document,
 )
-from app.services.window_sums import Counts, WindowSums, sums_seed
+from app.services.windows.sums import Counts, WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict
 
 Array = npt.NDArray[np.float64]
@@ -109,7 +109,7 @@ class WindowResult:
         For every metric that is None: ``"insufficient_data"`` or why its
         formula is undefined; under ``"estimate"``, why the label-free
         estimate is None when computing it failed; and under ``"estimate.error"``
-        (:data:`~app.services.window_estimate.ERROR_REASON_KEY`) why the
+        (:data:`~app.services.windows.estimate.ERROR_REASON_KEY`) why the
         estimate's ``error`` is null although the window holds labelled rows.
     intervals : dict of str to dict
         ``{"lower", "upper", "level"}`` credible intervals of the
@@ -126,7 +126,7 @@ class WindowResult:
         OPS(precision | recall = u) at the window's prior on a 20-point grid.
     estimate : dict or None
         The label-free estimate from the window's unlabelled rows
-        (:func:`app.services.window_estimate.estimate_document`).
+        (:func:`app.services.windows.estimate.estimate_document`).
 
     A window with unlabelled rows only has no metrics, intervals or curves,
     and the drift verdict "none" with status "insufficient_data".
@@ -165,14 +165,14 @@ def compute_window_result(
         The window (or the merge of several windows).
     reference : WindowSums or None
         The sum of the reference period's windows of the same segment
-        (:func:`app.services.drift_reference.reference_period`); None when the model has no
+        (:func:`app.services.windows.reference.reference_period`); None when the model has no
         reference or the period holds no data yet (and for a window inside the
         period). It is also the reference of the label-free estimate.
     in_reference_period : bool
         The window belongs to the reference period: its verdict is "reference".
     rng : numpy Generator, optional
         Source of every interval's draws. By default two generators seeded
-        from the sums (:func:`~app.services.window_sums.sums_seed`; module
+        from the sums (:func:`~app.services.windows.sums.sums_seed`; module
         docstring), which makes the result deterministic.
     detail : bool
         False: the summary tier alone (:attr:`WindowResult.detail`). The full

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from app.drift.histograms import WindowHistograms
 from app.errors import InvalidInput
 from app.estimation import MixtureReference, estimate_window
-from app.services.model_config import ModelConfig
+from app.services.models.config import ModelConfig
 
 Counts = npt.NDArray[np.int64]
 

@@ -30,8 +30,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.services.model_config import ModelConfig
-from app.services.window_read import (
+from app.services.models.config import ModelConfig
+from app.services.read.windows import (
     MAX_STORED_WINDOWS,
     WindowView,
     iso,

@@ -27,8 +27,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.db import queries
-from app.errors import InvalidInput
-from app.services.errors import IdempotencyKeyReused, RequestInFlight, StaleCredential
+from app.errors import IdempotencyKeyReused, InvalidInput, RequestInFlight, StaleCredential
 
 HEADER = "Idempotency-Key"
 MAX_KEY_LENGTH = 255

@@ -19,8 +19,8 @@ import numpy.typing as npt
 
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
-from app.services import aggregates
-from app.services.count_limits import check_merged_total
+from app.services.windows import aggregates
+from app.services.windows.limits import check_merged_total
 
 Counts = npt.NDArray[np.int64]
 
@@ -78,7 +78,7 @@ class WindowSums:
 
     @classmethod
     def from_row(cls, row: AggregateRow) -> WindowSums:
-        """The sums held by a ``WindowAggregate`` row (app.services.aggregates reads it)."""
+        """The sums held by a ``WindowAggregate`` row (app.services.windows.aggregates reads it)."""
         hists = aggregates.histograms(row)  # type: ignore[arg-type]
         return cls(
             n=int(row.n),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from app.services.model_config import ModelConfig
+from app.services.models.config import ModelConfig
 from app.timegrid import parse_instant, window_length
 from app.timegrid import window_start as window_start_of
 
