@@ -179,7 +179,7 @@ class WindowView:
         (always, for a merged window: both are computed now)."""
         return self.detail_computed_at is not None and self.detail_version == self.aggregate_version
 
-    def detail(self) -> dict[str, Any] | None:
+    def detail_stamp(self) -> dict[str, Any] | None:
         """The detail stamp as the API shows it, or None (no detail yet)."""
         if self.detail_computed_at is None:
             return None
@@ -223,7 +223,7 @@ class WindowView:
             "merged_windows": self.merged_windows,
             "n_unlabelled": self.n_unlabelled,
             "estimate": self.estimate,
-            "detail": self.detail(),
+            "detail": self.detail_stamp(),
         }
         if self.error is not None:
             out["error"] = self.error

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,15 @@ NEGATIVES_ONLY_METRICS = frozenset({"specificity", "fpr"})
 # --- the output ----------------------------------------------------------
 
 
+class Tier(StrEnum):
+    """How much of a window's result one computation holds (module docstring)."""
+
+    SUMMARY = "summary"
+    """Metrics, reasons, drift verdict and label-free estimate: every refresh."""
+    FULL = "full"
+    """The summary plus the detail (curves and every interval)."""
+
+
 @dataclass(frozen=True)
 class WindowResult:
     """Everything stored for one window (JSON-ready: floats, None, str, lists, dicts).
@@ -131,7 +141,7 @@ class WindowResult:
     A window with unlabelled rows only has no metrics, intervals or curves,
     and the drift verdict "none" with status "insufficient_data".
 
-    The result comes in two tiers (:func:`compute_window_result`, ``detail``):
+    The result comes in two tiers (:class:`Tier`, :func:`compute_window_result`):
     the summary (metrics, reasons, drift, estimate) and the detail (curves and
     every interval), most of the cost.
     """
@@ -142,8 +152,8 @@ class WindowResult:
     drift: dict[str, Any]
     curves: dict[str, Any] | None = field(default=None)
     estimate: dict[str, Any] | None = field(default=None)
-    detail: bool = field(default=True)
-    """False for the summary tier: ``curves`` is None and ``intervals`` empty."""
+    tier: Tier = field(default=Tier.FULL)
+    """:attr:`Tier.SUMMARY`: ``curves`` is None and ``intervals`` empty."""
 
 
 def compute_window_result(
@@ -153,7 +163,7 @@ def compute_window_result(
     *,
     in_reference_period: bool = False,
     rng: np.random.Generator | None = None,
-    detail: bool = True,
+    tier: Tier = Tier.FULL,
 ) -> WindowResult:
     """Compute a window's metrics, intervals, drift verdict and curves from its sums.
 
@@ -174,9 +184,9 @@ def compute_window_result(
         Source of every interval's draws. By default two generators seeded
         from the sums (:func:`~app.services.windows.sums.sums_seed`; module
         docstring), which makes the result deterministic.
-    detail : bool
-        False: the summary tier alone (:attr:`WindowResult.detail`). The full
-        result is that summary plus the detail tier (curves and intervals).
+    tier : Tier
+        :attr:`Tier.SUMMARY`: the summary alone. The full result is that
+        summary plus the detail (curves and intervals).
 
     Returns
     -------
@@ -192,7 +202,7 @@ def compute_window_result(
         }
         reasons: dict[str, str] = {}
         estimate = _estimate(model, window, reference, in_reference_period, None, reasons)
-        return WindowResult({}, reasons, {}, no_labels, None, estimate, detail)
+        return WindowResult({}, reasons, {}, no_labels, None, estimate, tier)
     curve = _curve(model, window)
     metrics = _metrics(model, window, curve)
     reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
@@ -202,11 +212,11 @@ def compute_window_result(
     estimate = _estimate(model, window, reference, in_reference_period, labelled, reasons)
     if estimate is not None and withheld is not None:
         reasons[ERROR_REASON_KEY] = withheld
-    summary = WindowResult(metrics, reasons, {}, drift, None, estimate, detail=False)
-    if not detail:
+    summary = WindowResult(metrics, reasons, {}, drift, None, estimate, Tier.SUMMARY)
+    if tier is Tier.SUMMARY:
         return summary
     curves, intervals = _detail(model, window, curve, metrics, rng)
-    return replace(summary, intervals=intervals, curves=curves, detail=True)
+    return replace(summary, intervals=intervals, curves=curves, tier=Tier.FULL)
 
 
 def _estimate(
