@@ -165,10 +165,10 @@ def test_a_window_with_unlabelled_rows_says_why_it_has_no_estimate(
     scored = _unlabelled(STREAM.window(rng, n=2_000, prior=0.1))
     labelled = _labelled(STREAM.window(rng, n=2_000, prior=0.1))
     for window in (scored, scored + labelled):
-        result = compute_window_result(model, window, None, in_reference_period=in_period)
+        result = compute_window_result(model, window, None, in_baseline_period=in_period)
         assert result.estimate is None
         assert result.reasons["estimate"] == reason
-    alone = compute_window_result(model, labelled, None, in_reference_period=in_period)
+    alone = compute_window_result(model, labelled, None, in_baseline_period=in_period)
     assert "estimate" not in alone.reasons  # no unlabelled row: no estimate expected
     if not in_period:
         assert result.drift.get("detail") == reason  # the drift verdict says the same

@@ -38,7 +38,7 @@ from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
 from app.services.windows.deltas import exact_of, fold_rows
 from app.services.windows.limits import CountOverflow
-from app.services.windows.reference import reference_period
+from app.services.windows.reference import baseline_period
 from app.services.windows.reference_cache import ReferenceCache
 from app.services.windows.sums import WindowSums
 from app.statuses import StoredStatus, WindowState
@@ -423,7 +423,7 @@ def _merged_view(
         if sums is None or (sums.n <= 0 and sums.n_unlabelled <= 0):
             return None
         end = start + window_length(granularity)
-        period = reference_period(model, start, end)
+        period = baseline_period(model, start, end)
         reference = None
         if period is not None and not period.contains_window:
             reference = cache.get(session, model, key, period.start, period.end)
@@ -433,7 +433,7 @@ def _merged_view(
         model,
         sums,
         reference,
-        in_reference_period=period is not None and period.contains_window,
+        in_baseline_period=period is not None and period.contains_window,
     )
     return WindowView(
         start=start,

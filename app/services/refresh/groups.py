@@ -53,7 +53,7 @@ from app.services.refresh.document import KEPT_BY_SUMMARY, window_document
 from app.services.refresh.tiers import detail_due, detail_phase, next_detail_due
 from app.services.windows.compute import Tier, WindowResult, compute_window_result
 from app.services.windows.deltas import Folded, aggregate_columns, exact_of, fold_rows
-from app.services.windows.reference import dependent_windows, reference_period
+from app.services.windows.reference import baseline_period, dependent_windows
 from app.services.windows.reference_cache import Period, ReferenceCache
 from app.services.windows.sums import WindowSums
 from app.statuses import StoredStatus
@@ -191,7 +191,7 @@ def compute_claimed(
     its detail is due (:func:`app.services.refresh.tiers.detail_due`, with room in the
     worker's ``budget``, if given), else the summary."""
     claim, model = claimed.claim, claimed.model
-    period = reference_period(model, claim.window_start)
+    period = baseline_period(model, claim.window_start)
     reference = None
     try:
         if period is not None and not period.contains_window:
@@ -210,14 +210,14 @@ def compute_claimed(
         model,
         claimed.sums,
         reference,
-        in_reference_period=period is not None and period.contains_window,
+        in_baseline_period=period is not None and period.contains_window,
         tier=Tier.FULL if due else Tier.SUMMARY,
     )
 
 
 def _reference_of(claimed: ClaimedWindow) -> Period | None:
     """The window's drift reference period, None when it has none to read."""
-    period = reference_period(claimed.model, claimed.claim.window_start)
+    period = baseline_period(claimed.model, claimed.claim.window_start)
     if period is None or period.contains_window:
         return None
     return (claimed.model.id, claimed.claim.segment, period.start, period.end)

@@ -161,7 +161,7 @@ def compute_window_result(
     window: WindowSums,
     reference: WindowSums | None,
     *,
-    in_reference_period: bool = False,
+    in_baseline_period: bool = False,
     rng: np.random.Generator | None = None,
     tier: Tier = Tier.FULL,
 ) -> WindowResult:
@@ -175,10 +175,10 @@ def compute_window_result(
         The window (or the merge of several windows).
     reference : WindowSums or None
         The sum of the reference period's windows of the same segment
-        (:func:`app.services.windows.reference.reference_period`); None when the model has no
+        (:func:`app.services.windows.reference.baseline_period`); None when the model has no
         reference or the period holds no data yet (and for a window inside the
         period). It is also the reference of the label-free estimate.
-    in_reference_period : bool
+    in_baseline_period : bool
         The window belongs to the reference period: its verdict is "reference".
     rng : numpy Generator, optional
         Source of every interval's draws. By default two generators seeded
@@ -201,15 +201,15 @@ def compute_window_result(
             "detail": "the window has no labelled rows",
         }
         reasons: dict[str, str] = {}
-        estimate = _estimate(model, window, reference, in_reference_period, None, reasons)
+        estimate = _estimate(model, window, reference, in_baseline_period, None, reasons)
         return WindowResult({}, reasons, {}, no_labels, None, estimate, tier)
     curve = _curve(model, window)
     metrics = _metrics(model, window, curve)
     reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
-    drift = _drift(model, window, reference, in_reference_period)
+    drift = _drift(model, window, reference, in_baseline_period)
     withheld = error_withheld(window.n, window.n_unlabelled)
     labelled = None if withheld else metrics
-    estimate = _estimate(model, window, reference, in_reference_period, labelled, reasons)
+    estimate = _estimate(model, window, reference, in_baseline_period, labelled, reasons)
     if estimate is not None and withheld is not None:
         reasons[ERROR_REASON_KEY] = withheld
     summary = WindowResult(metrics, reasons, {}, drift, None, estimate, Tier.SUMMARY)
@@ -223,7 +223,7 @@ def _estimate(
     model: ModelConfig,
     window: WindowSums,
     reference: WindowSums | None,
-    in_reference_period: bool,
+    in_baseline_period: bool,
     labelled: Mapping[str, float | None] | None,
     reasons: dict[str, str],
 ) -> dict[str, Any] | None:
@@ -234,20 +234,20 @@ def _estimate(
         window.unlabelled,
         _histograms(reference),
         labelled,
-        no_reference=_reference_gap(model, reference, in_reference_period),
+        no_reference=_baseline_gap(model, reference, in_baseline_period),
     )
     if why is not None:
         reasons["estimate"] = why
     return estimate
 
 
-def _reference_gap(
-    model: ModelConfig, reference: WindowSums | None, in_reference_period: bool
+def _baseline_gap(
+    model: ModelConfig, reference: WindowSums | None, in_baseline_period: bool
 ) -> str | None:
     """Why the window has no drift reference to compare with, or None when it has one."""
     if not model.drift.get("reference"):
         return "no drift reference is configured for this model"
-    if in_reference_period:
+    if in_baseline_period:
         return "the window belongs to the drift reference period"
     if reference is None:
         return "the reference period holds no data yet"
@@ -519,17 +519,19 @@ def _drift(
     model: ModelConfig,
     window: WindowSums,
     reference: WindowSums | None,
-    in_reference_period: bool,
+    in_baseline_period: bool,
 ) -> dict[str, Any]:
-    gap = _reference_gap(model, reference, in_reference_period)
+    # why nothing was tested, under the API's key "detail"
+    untested = _baseline_gap(model, reference, in_baseline_period)
     if not model.drift.get("reference"):
-        return {"verdict": DriftVerdict.NONE, "status": DriftStatus.NO_REFERENCE, "detail": gap}
-    if in_reference_period:
+        status = DriftStatus.NO_REFERENCE
+        return {"verdict": DriftVerdict.NONE, "status": status, "detail": untested}
+    if in_baseline_period:
         return {"verdict": DriftVerdict.REFERENCE}
     settings = model.drift_settings()
     if reference is None:
         status = DriftStatus.INSUFFICIENT_DATA
-        return {"verdict": DriftVerdict.NONE, "status": status, "detail": gap}
+        return {"verdict": DriftVerdict.NONE, "status": status, "detail": untested}
     ref_counts, win_counts = _histograms(reference), _histograms(window)
     full = window.has_full_histograms and reference.has_full_histograms
     if full and ref_counts is not None and win_counts is not None:
