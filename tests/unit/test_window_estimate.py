@@ -15,7 +15,7 @@ from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.services.models.config import ModelConfig
 from app.services.windows import estimate as window_estimate
-from app.services.windows.compute import compute_window_result
+from app.services.windows.compute import Tier, compute_window_result
 from app.services.windows.estimate import (
     ERROR_REASON_KEY,
     MORE_LABELLED_REASON,
@@ -116,8 +116,8 @@ def test_no_error_when_more_rows_are_labelled_than_scored() -> None:
     ref = _labelled(STREAM.window(rng, n=50_000, prior=0.1))
     scored = _unlabelled(STREAM.window(rng, n=1_000, prior=0.1))
     labels = _labelled(STREAM.window(rng, n=5_000, prior=0.3))
-    for detail in (False, True):
-        result = compute_window_result(MODEL, scored + labels, ref, detail=detail)
+    for tier in Tier:
+        result = compute_window_result(MODEL, scored + labels, ref, tier=tier)
         assert result.estimate is not None and result.estimate["reliable"] is True
         assert result.estimate["error"] is None
         assert result.reasons[ERROR_REASON_KEY] == MORE_LABELLED_REASON
