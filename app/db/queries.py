@@ -123,7 +123,7 @@ class UnfoldedTotals:
 
 
 @dataclass(frozen=True)
-class WindowKey:
+class BatchTarget:
     """The aggregates a batch counts in: its window's all-traffic one, and its
     segment's if it names one."""
 
@@ -419,7 +419,7 @@ def read_admission(
     *,
     lock_id: int | None = None,
     key: str | None = None,
-    window: WindowKey | None = None,
+    window: BatchTarget | None = None,
     credential: CachedCredential | None = None,
     model_folded: float | None = None,
     unfolded: UnfoldedTotals | None = None,

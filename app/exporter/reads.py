@@ -92,7 +92,7 @@ class ModelRow:
 
 
 @dataclass(frozen=True)
-class WindowKey:
+class ResultStamp:
     """A stored result: its window, when it was computed, and the aggregate's version.
 
     Any change of what the exporter shows for the window changes this key.
@@ -109,7 +109,7 @@ class WindowKey:
 class LatestWindow:
     """The latest window with a fresh result of one (model, segment key)."""
 
-    key: WindowKey
+    key: ResultStamp
     n: int
     positives: int
     metrics: Mapping[str, Any]
@@ -258,11 +258,11 @@ def _latest(*columns: Any, shard: Shard | None = None) -> Select[Any]:
     )
 
 
-def _key(row: Any) -> WindowKey:
-    return WindowKey(int(row[0]), row[1], row[2], row[3], int(row[4]))
+def _key(row: Any) -> ResultStamp:
+    return ResultStamp(int(row[0]), row[1], row[2], row[3], int(row[4]))
 
 
-def read_latest_keys(session: Session, shard: Shard | None = None) -> list[WindowKey]:
+def read_latest_keys(session: Session, shard: Shard | None = None) -> list[ResultStamp]:
     """The key of the latest fresh window of every (model, segment) (of the models of
     ``shard``; one statement)."""
     return [_key(r) for r in session.execute(_latest(shard=shard)).all()]
@@ -292,7 +292,7 @@ def _with_aggregate(*columns: Any) -> Select[Any]:
 
 
 def read_latest_windows(
-    session: Session, only: Collection[WindowKey] | None = None, shard: Shard | None = None
+    session: Session, only: Collection[ResultStamp] | None = None, shard: Shard | None = None
 ) -> Iterator[LatestWindow]:
     """The latest fresh windows with their stored documents, as they are fetched
     (:data:`KEYS_PER_QUERY` rows at a time: the documents of a large fleet are
@@ -300,7 +300,7 @@ def read_latest_windows(
 
     Parameters
     ----------
-    only : collection of WindowKey, optional
+    only : collection of ResultStamp, optional
         Read these windows (matched on model, segment and start, as they are
         now, if still fresh; one statement per :data:`KEYS_PER_QUERY`)
         instead of every latest fresh window (one statement).

@@ -194,7 +194,7 @@ def test_the_unfolded_deltas_sums_are_reused_until_stale(
     now[0] = UNFOLDED_TOTAL_TTL_SECONDS + 0.5
     # stale: read again, the two deltas waiting pass the ceiling, which one more example passes
     _refused(api.post_batch("fraud", token, _cm(1, at=at)), "confusion_matrix", "2^62")
-    key = (_model_id(db_engine), queries.WindowKey(window_start(at, "1h"), None))
+    key = (_model_id(db_engine), queries.BatchTarget(window_start(at, "1h"), None))
     expected = queries.UnfoldedTotals((2**19 + 1,), float(2**19 + 1))
     assert cache.get(api.client.app.state.engine, key) == expected
 

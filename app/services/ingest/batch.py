@@ -180,7 +180,7 @@ class _Rows:
 
     batch: dict[str, Any]
     delta: dict[str, Any]
-    window: queries.WindowKey
+    window: queries.BatchTarget
     response: dict[str, Any]
 
 
@@ -209,7 +209,7 @@ def _rows(
         "received_at": now,
     }
     delta = batch_delta(batch_id, parsed).to_row(model.id, ALL_SEGMENTS, parsed.window_start, now)
-    return _Rows(batch, delta, queries.WindowKey(parsed.window_start, parsed.segment), response)
+    return _Rows(batch, delta, queries.BatchTarget(parsed.window_start, parsed.segment), response)
 
 
 def _store(

@@ -329,12 +329,12 @@ def _changes_data(claimed: ClaimedWindow) -> bool:
     return bool(claimed.batch_ids) or stored is None or stored < claimed.claim.version
 
 
-def _dependents(claimed: ClaimedWindow) -> queue.WindowRange | None:
+def _dependents(claimed: ClaimedWindow) -> queue.KeyRange | None:
     """The windows that use this one as (part of) their drift reference."""
     dependents = dependent_windows(claimed.model, claimed.claim.window_start)
     if dependents is None:
         return None
-    return queue.WindowRange(
+    return queue.KeyRange(
         claimed.claim.model_id,
         claimed.claim.segment,
         dependents.start_from,
@@ -402,7 +402,7 @@ def persist_group(
     return [_outcome(c.claimed, held) for c in computed] + [Outcome.RELEASED] * len(released)
 
 
-def _outcome(claimed: ClaimedWindow, held: Mapping[queue.WindowKey, queue.Held]) -> Outcome:
+def _outcome(claimed: ClaimedWindow, held: Mapping[queue.AggregateKey, queue.Held]) -> Outcome:
     found = held.get(claimed.claim.key)
     if found is None:
         return Outcome.FENCED_OUT
