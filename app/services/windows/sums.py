@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
-from app.services.windows import aggregates
+from app.services.windows import aggregate_row
 from app.services.windows.limits import check_merged_total
 
 Counts = npt.NDArray[np.int64]
@@ -78,18 +78,18 @@ class WindowSums:
 
     @classmethod
     def from_row(cls, row: AggregateRow) -> WindowSums:
-        """The sums held by a ``WindowAggregate`` row (app.services.windows.aggregates reads it)."""
-        hists = aggregates.histograms(row)  # type: ignore[arg-type]
+        """The sums held by a ``WindowAggregate`` row (read by :mod:`.aggregate_row`)."""
+        hists = aggregate_row.histograms(row)  # type: ignore[arg-type]
         return cls(
             n=int(row.n),
             positives=int(row.positives),
             hist_positives=None if hists is None else np.asarray(hists[0], dtype=np.int64),
             hist_negatives=None if hists is None else np.asarray(hists[1], dtype=np.int64),
             confusion=tuple(
-                aggregates.confusion_counts(row, i)  # type: ignore[arg-type]
+                aggregate_row.confusion_counts(row, i)  # type: ignore[arg-type]
                 for i in range(len(row.confusion))
             ),
-            sums=aggregates.probability_sums(row),  # type: ignore[arg-type]
+            sums=aggregate_row.probability_sums(row),  # type: ignore[arg-type]
             unlabelled=None
             if row.hist_unlabelled is None
             else np.asarray(row.hist_unlabelled, dtype=np.int64),
