@@ -1,6 +1,6 @@
 """Directed Binary Tree (DBT) reference curves for the outperformance score.
 
-The reference distribution of whole curves of docs/ops.md, "Scoring metrics"
+The reference distribution of whole curves of docs/outperformance.md, "Scoring metrics"
 (Zhao, Bui, Yu, Dzieciolowski, "Outperformance Score"). One curve is drawn as a
 binary tree of (alpha, beta) = (FPR, FNR) points:
 

@@ -1,4 +1,4 @@
-"""The outperformance score (OPS): public entry point (docs/ops.md).
+"""The outperformance score (OPS): public entry point (docs/outperformance.md).
 
 OPS_M(mu; pi) is the probability that a reference classifier does worse than
 the observed value mu of metric M on data with class prior pi: a percentile
