@@ -46,6 +46,7 @@ from app.timegrid import (
     WindowRange,
     check_granularity,
     check_window_start,
+    isoformat_z,
     resolve_range,
     window_length,
     window_start,
@@ -185,7 +186,7 @@ class WindowView:
             return None
         return {
             "aggregate_version": self.detail_version,
-            "computed_at": iso(self.detail_computed_at),
+            "computed_at": isoformat_z(self.detail_computed_at),
             "current": self.detail_current,
         }
 
@@ -206,8 +207,8 @@ class WindowView:
     def to_dict(self, *, with_curves: bool = False) -> dict[str, Any]:
         """The contract's JSON shape (datetimes as ISO 8601 UTC strings)."""
         out: dict[str, Any] = {
-            "start": iso(self.start),
-            "end": iso(self.end),
+            "start": isoformat_z(self.start),
+            "end": isoformat_z(self.end),
             "segment": self.segment,
             "granularity": self.granularity,
             "n": self.n,
@@ -218,7 +219,7 @@ class WindowView:
             "reasons": self.reasons_shown(with_curves=with_curves),
             "intervals": self.intervals,
             "drift": self.drift,
-            "computed_at": None if self.computed_at is None else iso(self.computed_at),
+            "computed_at": None if self.computed_at is None else isoformat_z(self.computed_at),
             "aggregate_version": self.aggregate_version,
             "merged_windows": self.merged_windows,
             "n_unlabelled": self.n_unlabelled,
@@ -230,11 +231,6 @@ class WindowView:
         if with_curves:
             out["curves"] = self.curves
         return out
-
-
-def iso(moment: datetime) -> str:
-    """ISO 8601 in UTC with a ``Z`` suffix, as the rest of the API writes times."""
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def is_fresh(
