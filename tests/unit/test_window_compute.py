@@ -18,11 +18,9 @@ from app.drift.simulation import shifted_logit_scores
 from app.drift.verdict import drift_verdict
 from app.metrics.area_intervals import FEW_NEGATIVES, calibrated_auc_pr_interval, ks_interval
 from app.metrics.areas import roc_auc_from_counts
-from app.metrics.binning import default_bin_edges, histogram_counts
+from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
-from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.evaluate import CURVE_METRICS, evaluate, threshold_suffix
-from app.metrics.probability import ProbabilitySums
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import (
     INSUFFICIENT,
@@ -68,16 +66,7 @@ def sums_of(
     scores: npt.NDArray[np.float64], labels: npt.NDArray[np.bool_], model: ModelConfig
 ) -> WindowSums:
     """What ingestion stores for one scores batch (histograms, exact matrices, sums)."""
-    pos, neg = histogram_counts(scores, labels, model.bin_edges)
-    curve = cumulative_counts_from_histograms(pos, neg, model.bin_edges)
-    return WindowSums(
-        n=int(scores.size),
-        positives=int(labels.sum()),
-        hist_positives=pos,
-        hist_negatives=neg,
-        confusion=tuple(curve.confusion_at(t) for t in model.thresholds),
-        sums=ProbabilitySums.from_predictions(scores, labels),
-    )
+    return WindowSums.from_predictions(scores, labels, model.bin_edges, model.thresholds)
 
 
 def label_only(c: ConfusionCounts, n_thresholds: int = 2) -> WindowSums:

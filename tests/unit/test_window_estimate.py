@@ -12,7 +12,6 @@ from app.drift.simulation import BinormalStream
 from app.estimation import MixtureReference, estimate_window
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
-from app.metrics.curves import cumulative_counts_from_histograms
 from app.services.models.config import ModelConfig
 from app.services.windows import estimate as window_estimate
 from app.services.windows.compute import Tier, compute_window_result
@@ -45,16 +44,7 @@ MODEL = ModelConfig(
 
 
 def _labelled(h: WindowHistograms) -> WindowSums:
-    pos, neg = h.positives.astype(np.int64), h.negatives.astype(np.int64)
-    curve = cumulative_counts_from_histograms(pos, neg, EDGES)
-    return WindowSums(
-        n=int(h.n),
-        positives=int(h.n_positives),
-        hist_positives=pos,
-        hist_negatives=neg,
-        confusion=tuple(curve.confusion_at(t) for t in THRESHOLDS),
-        sums=None,
-    )
+    return WindowSums.from_histograms(h.positives, h.negatives, EDGES, THRESHOLDS)
 
 
 def _unlabelled(h: WindowHistograms) -> WindowSums:
