@@ -36,7 +36,7 @@ from app.config import Settings
 from app.db.models import BATCH_KINDS
 from app.errors import InvalidInput, MalformedBody
 from app.metrics._validation import check_scores_labels
-from app.metrics.binning import histogram_counts
+from app.metrics.binning import Counts, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.services.ingest.json_keys import check_unique_keys, duplicated_key
@@ -50,8 +50,6 @@ BATCH_FIELDS = frozenset(
 )
 HISTOGRAM_FIELDS = frozenset({"positives", "negatives", "sums", "unlabelled"})
 """Keys of a histogram batch's object."""
-
-Counts = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, eq=False)

@@ -50,6 +50,7 @@ from app.drift.settings import DriftSettings
 from app.drift.two_sample import coarsen, quantile_bin_starts
 from app.drift.verdict import drift_verdict
 from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
+from app.metrics.binning import Counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import CurveCounts, cumulative_counts_from_histograms, pr_curve, roc_curve
 from app.metrics.evaluate import (
@@ -72,7 +73,7 @@ from app.services.windows.estimate import (
     error_withheld,
     guarded_estimate_document,
 )
-from app.services.windows.sums import Counts, WindowSums, sums_seed
+from app.services.windows.sums import WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict
 
 Array = npt.NDArray[np.float64]

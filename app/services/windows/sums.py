@@ -15,16 +15,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
-from app.metrics.binning import histogram_counts
+from app.metrics.binning import Counts, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
 from app.services.windows import aggregate_row
 from app.services.windows.limits import check_merged_total
-
-Counts = npt.NDArray[np.int64]
 
 
 class AggregateRow(Protocol):
