@@ -76,11 +76,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.db.models import BatchDelta, QuarantinedDelta, WindowAggregate, WindowMetrics
+from app.db.models import WA, BatchDelta, QuarantinedDelta, WindowMetrics
 from app.db.session import BINARY_RESULTS
 from app.db.types import UTCDateTime
 
-WA = WindowAggregate
 BD = BatchDelta
 _WA_TABLE = cast(Table, WA.__table__)
 _BD_TABLE = cast(Table, BD.__table__)

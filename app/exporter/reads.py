@@ -51,11 +51,11 @@ from sqlalchemy.orm import Session
 
 from app.db.models import (
     ALL_SEGMENTS,
+    WA,
+    WM,
     BatchDelta,
     Model,
     QuarantinedDelta,
-    WindowAggregate,
-    WindowMetrics,
 )
 from app.db.queue import QueueStats, queue_stats
 from app.sla.objectives import Objective
@@ -63,8 +63,6 @@ from app.statuses import StoredStatus
 
 log = logging.getLogger("priorwatch.exporter")
 
-WA = WindowAggregate
-WM = WindowMetrics
 
 Shard = tuple[int, int]
 """(index, count) of a scrape shard, ``0 <= index < count``: the models with

@@ -32,7 +32,7 @@ from sqlalchemy import Subquery, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.db import queries
-from app.db.models import ALL_SEGMENTS, BatchDelta, WindowAggregate, WindowMetrics
+from app.db.models import ALL_SEGMENTS, WA, WM, BatchDelta, WindowAggregate
 from app.errors import InvalidInput
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
@@ -58,9 +58,6 @@ MAX_MERGED_WINDOWS = 200
 """Most merged windows one request may span (each is computed on the fly)."""
 MAX_MERGED_SOURCE_WINDOWS = 2_000
 """Most stored windows one re-windowing request may read (each holds two histograms)."""
-
-WA = WindowAggregate
-WM = WindowMetrics
 
 
 # --- names, ranges, granularity ----------------------------------------------
