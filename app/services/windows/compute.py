@@ -62,6 +62,7 @@ from app.metrics.evaluate import (
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops_scoring import oprc_curve
 from app.metrics.uncertainty import (
+    INTERVAL_LEVEL,
     bootstrap_intervals,
     credible_intervals,
     ops_interval,
@@ -83,9 +84,6 @@ INSUFFICIENT = DriftStatus.INSUFFICIENT_DATA
 
 MAX_CURVE_POINTS = 200
 """Most points of each serialised curve (downsampled along its length)."""
-
-INTERVAL_LEVEL = 0.95
-"""Credible level of the stored intervals."""
 
 ANY_CLASS_METRICS = frozenset({"prior", "accuracy", "error_rate", "brier", "log_loss"})
 """Metrics that stay meaningful with few examples of either class."""
