@@ -45,9 +45,9 @@ from app.estimation.prior import (
 from app.estimation.reference import MixtureReference
 from app.estimation.sampling import GroupedSampling, debiasing_map
 from app.estimation.specification import SpecificationTest, specification_test
-from app.metrics._validation import check_probability
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.uncertainty import INTERVAL_LEVEL
+from app.metrics.validation import check_probability
 from app.statuses import DriftStatus, DriftVerdict
 
 LIKELIHOOD_SHIFT = "likelihood_shift"

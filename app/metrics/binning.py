@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_probability, check_scores_labels
+from app.metrics.validation import check_probability, check_scores_labels
 
 Array = npt.NDArray[np.float64]
 Counts = npt.NDArray[np.int64]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.metrics._validation import check_probability
 from app.metrics.areas import average_precision_from_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import CurveCounts
@@ -23,6 +22,7 @@ from app.metrics.labeling import (
     PRIOR_DEPENDENT,
     labeling_metrics_of,
 )
+from app.metrics.validation import check_probability
 
 BALANCED_PRIOR = 0.5
 """The reference prior of the class-balanced measures."""

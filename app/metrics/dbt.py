@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_probability
+from app.metrics.validation import check_probability
 
 Array = npt.NDArray[np.float64]
 

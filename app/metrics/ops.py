@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_probability
 from app.metrics.curves import lift_auc_ideal
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops_labeling import labeling_ops_at, labeling_ops_pairs
+from app.metrics.validation import check_probability
 
 if TYPE_CHECKING:
     from app.metrics.ops_scoring import ScoringReference

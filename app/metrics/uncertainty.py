@@ -72,7 +72,6 @@ import numpy as np
 from scipy import special
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_class_histograms, check_count, check_probability
 from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
 from app.metrics.areas import AREA_KERNELS
 from app.metrics.confusion import ConfusionCounts
@@ -93,6 +92,7 @@ from app.metrics.labeling import (
     LabelingMetric,
     MetricFunc,
 )
+from app.metrics.validation import check_class_histograms, check_count, check_probability
 
 __all__ = [
     "CURVE_AREAS",
