@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from app.demo.scenario import Scenario
-from app.reporting import format_number, format_table
+from app.text_tables import format_number, format_table
 from app.timegrid import isoformat_z
 
 SHOWN: tuple[tuple[str, str], ...] = (
