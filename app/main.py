@@ -27,7 +27,7 @@ from app.exporter.rejections import RejectionCountingMiddleware
 
 API_VERSION = "1"
 
-logger = logging.getLogger("priorwatch.api")
+log = logging.getLogger("priorwatch.api")
 
 StopFunction = Callable[[], None]
 
@@ -56,7 +56,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.admin_token is None:
-            logger.warning(ADMIN_DISABLED)
+            log.warning(ADMIN_DISABLED)
         stop_worker = start_embedded_worker(app, settings)
         try:
             yield

@@ -32,7 +32,6 @@ from app.drift.two_sample import coarsen, quantile_bin_starts
 from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
 from app.metrics.areas import average_precision_from_counts, ks_from_counts
 from app.metrics.binning import default_bin_edges
-from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.uncertainty import _bca_bootstrap
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
@@ -214,15 +213,7 @@ def _time_per_window(rng: np.random.Generator) -> None:
 
 
 def _sums(pos: Array, neg: Array) -> WindowSums:
-    curve = cumulative_counts_from_histograms(pos, neg, EDGES)
-    return WindowSums(
-        n=int(pos.sum() + neg.sum()),
-        positives=int(pos.sum()),
-        hist_positives=pos.astype(np.int64),
-        hist_negatives=neg.astype(np.int64),
-        confusion=(curve.confusion_at(0.5),),
-        sums=None,
-    )
+    return WindowSums.from_histograms(pos, neg, EDGES, (0.5,))
 
 
 def sla_at_target(rng: np.random.Generator, rounds: int) -> None:

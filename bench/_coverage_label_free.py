@@ -30,7 +30,6 @@ from app.estimation import MixtureReference, estimate_prior
 from app.estimation.prior import ml_prior, profile_interval
 from app.estimation.sampling import GroupedSampling
 from app.metrics.binning import default_bin_edges
-from app.metrics.confusion import ConfusionCounts
 from app.services.models.config import ModelConfig
 from app.services.windows import compute as window_compute
 from app.services.windows.compute import compute_window_result
@@ -159,12 +158,7 @@ def ops_auc_pr_coverage(rng: np.random.Generator, trials: int) -> None:
 
 
 def _sums(hist: WindowHistograms) -> WindowSums:
-    pos = np.asarray(hist.positives, dtype=np.int64)
-    neg = np.asarray(hist.negatives, dtype=np.int64)
-    above = EDGES[:-1] >= 0.5
-    tp, fp = float(pos[above].sum()), float(neg[above].sum())
-    confusion = ConfusionCounts(tp, fp, float(pos.sum()) - tp, float(neg.sum()) - fp)
-    return WindowSums(int(pos.sum() + neg.sum()), int(pos.sum()), pos, neg, (confusion,), None)
+    return WindowSums.from_histograms(hist.positives, hist.negatives, EDGES, (0.5,))
 
 
 def specification_power(rng: np.random.Generator, trials: int, level_trials: int) -> None:

@@ -51,7 +51,6 @@ from app.drift.likelihood import _test_bins, likelihood_shift_test
 from app.drift.simulation import BinormalStream
 from app.drift.two_sample import chi_square_homogeneity, coarsen, quantile_bin_starts
 from app.metrics.binning import default_bin_edges
-from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.uncertainty import credible_intervals
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
@@ -81,17 +80,7 @@ LEVEL, FLOOR = 0.95, 0.93
 
 
 def _sums(hist: WindowHistograms) -> WindowSums:
-    pos = np.asarray(hist.positives, dtype=np.int64)
-    neg = np.asarray(hist.negatives, dtype=np.int64)
-    curve = cumulative_counts_from_histograms(pos, neg, EDGES)
-    return WindowSums(
-        n=int(pos.sum() + neg.sum()),
-        positives=int(pos.sum()),
-        hist_positives=pos,
-        hist_negatives=neg,
-        confusion=(curve.confusion_at(0.5),),
-        sums=None,
-    )
+    return WindowSums.from_histograms(hist.positives, hist.negatives, EDGES, (0.5,))
 
 
 def _population(prior: float) -> dict[str, float]:

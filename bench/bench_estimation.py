@@ -39,7 +39,6 @@ from app.estimation.fit import mixture_fit_test
 from app.estimation.prior import ml_prior
 from app.estimation.sampling import GroupedSampling
 from app.metrics.binning import default_bin_edges
-from app.metrics.confusion import ConfusionCounts
 from app.metrics.labeling import f1, precision
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
@@ -70,10 +69,7 @@ def _model() -> ModelConfig:
 
 
 def _sums(h: WindowHistograms) -> WindowSums:
-    pos, neg = h.positives.astype(np.int64), h.negatives.astype(np.int64)
-    tp, fp = float(pos[ABOVE].sum()), float(neg[ABOVE].sum())
-    confusion = ConfusionCounts(tp, fp, float(pos.sum()) - tp, float(neg.sum()) - fp)
-    return WindowSums(int(h.n), int(h.n_positives), pos, neg, (confusion,), None)
+    return WindowSums.from_histograms(h.positives, h.negatives, EDGES, (THRESHOLD,))
 
 
 def timing(rng: np.random.Generator) -> None:

@@ -56,9 +56,7 @@ from app.exporter.exposition import Exposition
 from app.exporter.reads import read_models
 from app.exporter.registry import Exporter
 from app.main import create_app
-from app.metrics.binning import default_bin_edges, histogram_counts
-from app.metrics.confusion import ConfusionCounts
-from app.metrics.probability import ProbabilitySums
+from app.metrics.binning import default_bin_edges
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
 from app.services.windows.sums import WindowSums
@@ -80,15 +78,7 @@ def _result_document() -> dict[str, Any]:
     rng = np.random.default_rng(0)
     labels = (rng.random(5_000) < 0.1).astype(np.int64)
     scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=labels.size) + 1.5 * labels - 2.0)))
-    pos, neg = histogram_counts(scores, labels, edges)
-    sums = WindowSums(
-        labels.size,
-        int(labels.sum()),
-        pos,
-        neg,
-        (ConfusionCounts.from_predictions(scores, labels, 0.5),),
-        ProbabilitySums.from_predictions(scores, labels),
-    )
+    sums = WindowSums.from_predictions(scores, labels, edges, (0.5,))
     config = ModelConfig(
         id=0,
         name="bench",

@@ -49,7 +49,7 @@ from app.services.ingest.batch import ingest_batch
 from app.services.models.config import ModelConfig
 from app.services.models.registry import create_model
 from app.services.models.settings import ModelCreate
-from app.services.windows.compute import compute_window_result
+from app.services.windows.compute import Tier, compute_window_result
 from app.services.windows.sums import WindowSums
 from app.timegrid import window_length, window_start
 from app.worker.jobs import DatabaseJobs
@@ -154,7 +154,7 @@ def freshness(
     return delays
 
 
-def compute_only(factory: sessionmaker[Session], model: ModelConfig, *, detail: bool) -> float:
+def compute_only(factory: sessionmaker[Session], model: ModelConfig, tier: Tier) -> float:
     from app.db.models import WindowAggregate
 
     with factory() as session:
@@ -162,11 +162,11 @@ def compute_only(factory: sessionmaker[Session], model: ModelConfig, *, detail: 
             sa.select(WindowAggregate).where(WindowAggregate.model_id == model.id).limit(1)
         ).one()
         sums = WindowSums.from_row(row)
-    compute_window_result(model, sums, None, detail=detail)  # warm caches
+    compute_window_result(model, sums, None, tier=tier)  # warm caches
     runs = 10
     started = time.perf_counter()
     for _ in range(runs):
-        compute_window_result(model, sums, None, detail=detail)
+        compute_window_result(model, sums, None, tier=tier)
     return (time.perf_counter() - started) / runs
 
 
@@ -230,8 +230,8 @@ def main() -> None:
         )
         model = next(iter(models.values()))[0]
         print(f"backlogs of {args.windows} windows of {model.n_bins} bins, 5,000 rows each")
-        full = compute_only(factory, model, detail=True)
-        summary = compute_only(factory, model, detail=False)
+        full = compute_only(factory, model, Tier.FULL)
+        summary = compute_only(factory, model, Tier.SUMMARY)
         print(
             f"compute_window_result alone: full {full * 1e3:.1f} ms per window "
             f"(= {1 / full:.1f} windows/s in one process), summary {summary * 1e3:.1f} ms "

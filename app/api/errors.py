@@ -38,7 +38,7 @@ from app.errors import (
 )
 from app.services.ingest.json_keys import DuplicateKey
 
-logger = logging.getLogger("priorwatch.api")
+log = logging.getLogger("priorwatch.api")
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -240,7 +240,7 @@ def unavailable_response(
 async def _database_error(request: Request, exc: Exception) -> Response:
     if not is_outage(exc):
         raise exc  # a bug: the guard middleware logs it and answers 500
-    logger.warning(
+    log.warning(
         "database unavailable on %s %s: %s", request.method, request.url.path, describe_outage(exc)
     )
     return unavailable_response(

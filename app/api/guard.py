@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import internal_error_response, unavailable_response
 
-logger = logging.getLogger("priorwatch.api")
+log = logging.getLogger("priorwatch.api")
 
 
 class ResponseGuardMiddleware:
@@ -101,7 +101,7 @@ class ResponseGuardMiddleware:
             return
         abandoned = True
         task.add_done_callback(_retrieve)
-        logger.warning(
+        log.warning(
             "%s %s: no answer within %.1f s of the body read (database not answering?); "
             "answered 503",
             scope.get("method"),
@@ -121,11 +121,11 @@ class ResponseGuardMiddleware:
         try:
             await self.app(scope, receive, send)
         except ClientDisconnect:  # the client left while sending its body: nobody to answer
-            logger.info("%s %s: the client disconnected", scope.get("method"), scope.get("path"))
+            log.info("%s %s: the client disconnected", scope.get("method"), scope.get("path"))
         except Exception as exc:
             if started.is_set():
                 raise  # the answer is under way: only closing the connection is left
-            logger.error(
+            log.error(
                 "unhandled error on %s %s", scope.get("method"), scope.get("path"), exc_info=exc
             )
             await internal_error_response(scope.get("path"))(scope, receive, send)

@@ -149,7 +149,7 @@ def evaluate(
     from app.csv_input import read_scores_labels
     from app.errors import InvalidInput
     from app.metrics.evaluate import evaluate as evaluate_arrays
-    from app.reporting import format_metrics
+    from app.text_tables import format_metrics
 
     try:
         scores, labels = read_scores_labels(file)

@@ -19,7 +19,7 @@ from app.cli.service import (
     fail,
     require_token,
 )
-from app.reporting import format_table
+from app.text_tables import format_table
 
 models_cli = typer.Typer(
     help="Register, list, show, update and delete models (admin token).",

@@ -38,7 +38,7 @@ from app.cli.service import (
     require_token,
 )
 from app.errors import InvalidInput
-from app.metrics._validation import check_scores_labels
+from app.metrics.validation import check_scores_labels
 
 TIMESTAMP_COLUMN = "timestamp"
 SEGMENT_COLUMN = "segment"

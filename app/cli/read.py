@@ -20,7 +20,7 @@ from app.cli.service import (
     fail,
     require_token,
 )
-from app.reporting import format_number, format_table
+from app.text_tables import format_number, format_table
 
 DEFAULT_METRICS = ("precision", "calibrated_precision", "recall", "auc_pr", "calibrated_auc_pr")
 """The metric columns of ``priorwatch windows`` unless ``--metric`` names others."""

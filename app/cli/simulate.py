@@ -32,6 +32,7 @@ from app.cli.service import (
     UrlOption,
     fail,
 )
+from app.timegrid import isoformat_z
 
 if TYPE_CHECKING:
     from app.demo.scenario import Scenario
@@ -46,10 +47,6 @@ OBJECTIVES = (
 POLL_SECONDS = 0.5
 
 
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def model_document(name: str, scenario: Scenario, first: datetime) -> dict[str, Any]:
     """The demo model: pi0 the stable fraud rate, the stable period as drift reference."""
     return {
@@ -61,8 +58,8 @@ def model_document(name: str, scenario: Scenario, first: datetime) -> dict[str, 
         "sla": list(OBJECTIVES),
         "drift": {
             "reference": {
-                "from": _iso(first),
-                "to": _iso(first + scenario.reference_windows * WINDOW_LENGTH),
+                "from": isoformat_z(first),
+                "to": isoformat_z(first + scenario.reference_windows * WINDOW_LENGTH),
             }
         },
     }
@@ -146,11 +143,11 @@ def simulate_command(
             sent += batch.scores.size
     typer.echo(
         f"sent {sent:,} predictions over {scenario.windows} hours "
-        f"({_iso(first)} to {_iso(end)}); waiting for the worker..."
+        f"({isoformat_z(first)} to {isoformat_z(end)}); waiting for the worker..."
     )
 
     reader = Service(url, token)
-    params: dict[str, str | None] = {"from": _iso(first), "to": _iso(end)}
+    params: dict[str, str | None] = {"from": isoformat_z(first), "to": isoformat_z(end)}
     windows = wait_fresh(reader, name, params, scenario.windows, wait)
     sla = reader.get_json(f"/v1/models/{name}/sla", params)
     lines = window_lines(scenario, first, length, windows, sla["windows"])

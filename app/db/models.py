@@ -381,3 +381,9 @@ class WindowMetrics(Base):
             name="fk_window_metrics_window_aggregate",
         ),
     )
+
+
+WA = WindowAggregate
+"""Short name of :class:`WindowAggregate` for the query code's long statements."""
+WM = WindowMetrics
+"""Short name of :class:`WindowMetrics` for the query code's long statements."""

@@ -123,7 +123,7 @@ class UnfoldedTotals:
 
 
 @dataclass(frozen=True)
-class WindowKey:
+class BatchTarget:
     """The aggregates a batch counts in: its window's all-traffic one, and its
     segment's if it names one."""
 
@@ -145,7 +145,7 @@ class WindowKey:
 
 @functools.cache
 def _example_totals_statement(
-    with_model_folded: bool, with_unfolded: bool = True
+    include_model_total: bool, include_unfolded: bool = True
 ) -> CompoundSelect[Any]:
     """The statement of :class:`ExampleTotals`, built once per shape (its values are bound).
 
@@ -153,9 +153,9 @@ def _example_totals_statement(
     seen, which the headroom of the count ceilings absorbs
     (app/services/windows/limits.py). The ``kind`` column tells the aggregates'
     rows (0) from the deltas' (1), so that the caller knows which aggregate
-    rows must still be created. ``with_model_folded``: whether to sum the model's
+    rows must still be created. ``include_model_total``: whether to sum the model's
     all-traffic aggregates, one row per window of the model (the reason a
-    caller may pass that sum instead). ``with_unfolded``: whether to sum the
+    caller may pass that sum instead). ``include_unfolded``: whether to sum the
     unfolded deltas (of the window, and of the model: a scan of every delta
     waiting, which a caller may also pass instead).
     """
@@ -163,7 +163,7 @@ def _example_totals_statement(
     tables: tuple[type[WindowAggregate] | type[BatchDelta], ...] = (WindowAggregate, BatchDelta)
     model_id = bindparam("model_id", type_=Integer)
     for kind, table in enumerate(tables):
-        if table is BatchDelta and not with_unfolded:
+        if table is BatchDelta and not include_unfolded:
             break
         parts.append(
             select(
@@ -179,7 +179,7 @@ def _example_totals_statement(
             )
             .group_by(table.segment)
         )
-        if table is WindowAggregate and not with_model_folded:
+        if table is WindowAggregate and not include_model_total:
             continue
         parts.append(
             select(
@@ -419,7 +419,7 @@ def read_admission(
     *,
     lock_id: int | None = None,
     key: str | None = None,
-    window: WindowKey | None = None,
+    window: BatchTarget | None = None,
     credential: CachedCredential | None = None,
     model_folded: float | None = None,
     unfolded: UnfoldedTotals | None = None,

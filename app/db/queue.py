@@ -76,11 +76,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.db.models import BatchDelta, QuarantinedDelta, WindowAggregate, WindowMetrics
+from app.db.models import WA, BatchDelta, QuarantinedDelta, WindowMetrics
 from app.db.session import BINARY_RESULTS
 from app.db.types import UTCDateTime
 
-WA = WindowAggregate
 BD = BatchDelta
 _WA_TABLE = cast(Table, WA.__table__)
 _BD_TABLE = cast(Table, BD.__table__)
@@ -91,7 +90,7 @@ MAX_DELTAS_PER_CLAIM = 2_000
 (bounds the claim's memory and the size of the fold's ``DELETE``)."""
 
 
-WindowKey = tuple[int, str, datetime]
+AggregateKey = tuple[int, str, datetime]
 """A window's key: (model_id, segment, window_start)."""
 
 _KEY = (WA.model_id, WA.segment, WA.window_start)
@@ -126,14 +125,15 @@ class Claim:
     stored_intervals: Mapping[str, Any] | None
 
     @property
-    def key(self) -> WindowKey:
+    def key(self) -> AggregateKey:
         return (self.model_id, self.segment, self.window_start)
 
 
 @dataclass(frozen=True)
-class WindowRange:
+class KeyRange:
     """The windows of one model (of one segment, if given) whose start lies in
-    [start_from, start_to) and outside the half-open range ``exclude``."""
+    [start_from, start_to) and outside the half-open range ``exclude``: a range of
+    :data:`AggregateKey` (a read's time range is :class:`app.timegrid.WindowRange`)."""
 
     model_id: int
     segment: str | None = None
@@ -166,7 +166,7 @@ class WindowRange:
 
 
 class RangeShape(NamedTuple):
-    """Which bounds of a :class:`WindowRange` are set."""
+    """Which bounds of a :class:`KeyRange` are set."""
 
     segment: bool
     start_from: bool
@@ -176,7 +176,7 @@ class RangeShape(NamedTuple):
 
 def _range_condition(slot: int, shape: RangeShape) -> Any:
     """The rows of the window range of this shape given by the parameters ``r<slot>_*``
-    (:meth:`WindowRange.params`)."""
+    (:meth:`KeyRange.params`)."""
 
     def value(name: str) -> Any:
         return bindparam(f"r{slot}_{name}")
@@ -195,7 +195,7 @@ def _range_condition(slot: int, shape: RangeShape) -> Any:
     return and_(*conditions)
 
 
-def _ranges(ranges: Sequence[WindowRange]) -> tuple[tuple[RangeShape, ...], dict[str, Any]]:
+def _ranges(ranges: Sequence[KeyRange]) -> tuple[tuple[RangeShape, ...], dict[str, Any]]:
     """The shapes of ``ranges`` (sorted, so that few statements are built and cached)
     and their parameters."""
     ordered = sorted(ranges, key=lambda r: r.shape)
@@ -472,11 +472,11 @@ def _deltas_statement() -> Select[Any]:
     )
 
 
-def claimed_deltas(session: Session, claims: Sequence[Claim]) -> dict[WindowKey, list[Row[Any]]]:
+def claimed_deltas(session: Session, claims: Sequence[Claim]) -> dict[AggregateKey, list[Row[Any]]]:
     """The unfolded deltas (``batch_delta`` rows) of each claimed window, oldest first
     (at most :data:`MAX_DELTAS_PER_CLAIM` per window; one query); the claims fold
     exactly these."""
-    found: dict[WindowKey, list[Row[Any]]] = {c.key: [] for c in claims}
+    found: dict[AggregateKey, list[Row[Any]]] = {c.key: [] for c in claims}
     rows = session.connection().execute(_deltas_statement(), {"keys": list(found)})
     for row in rows:
         found[(row.model_id, row.segment, row.window_start)].append(row)
@@ -494,7 +494,7 @@ class Quarantined:
     reason : why it cannot be folded.
     """
 
-    key: WindowKey
+    key: AggregateKey
     batch_id: uuid.UUID
     received_at: datetime
     n: int
@@ -566,8 +566,8 @@ def _lock_statement(shapes: tuple[RangeShape, ...]) -> Select[Any]:
 
 
 def lock_claimed(
-    session: Session, claims: Sequence[Claim], dependents: Sequence[WindowRange] = ()
-) -> dict[WindowKey, Held]:
+    session: Session, claims: Sequence[Claim], dependents: Sequence[KeyRange] = ()
+) -> dict[AggregateKey, Held]:
     """Lock the rows of ``claims`` and of ``dependents`` (the windows the completion
     will mark), all in key order, in one statement; return the claims still held.
 
@@ -847,7 +847,7 @@ def invalidate_windows(
     # every aggregate row has data (folded, or in deltas: a row is created with
     # its window's first batch), and a window whose first fold is in progress
     # (version 0) must be fenced out too
-    shapes, params = _ranges([WindowRange(model_id, segment, start_from, start_to, exclude)])
+    shapes, params = _ranges([KeyRange(model_id, segment, start_from, start_to, exclude)])
     keys = session.execute(
         select(WA.model_id, WA.segment, WA.window_start)
         .where(*_ranges_conditions(shapes))
@@ -861,7 +861,7 @@ def invalidate_windows(
     return len(keys)
 
 
-def mark_dependents(session: Session, ranges: Sequence[WindowRange], now: datetime) -> int:
+def mark_dependents(session: Session, ranges: Sequence[KeyRange], now: datetime) -> int:
     """Mark the windows of ``ranges`` for recomputation (their drift reference
     changed), in one statement, as :func:`invalidate_windows` does; the caller
     already holds their row locks (:func:`lock_claimed`). Returns how many."""

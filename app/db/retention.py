@@ -28,9 +28,7 @@ from datetime import datetime
 from sqlalchemy import delete, select, tuple_
 from sqlalchemy.orm import Session
 
-from app.db.models import Batch, BatchDelta, Model, QuarantinedDelta, WindowAggregate
-
-WA = WindowAggregate
+from app.db.models import WA, Batch, BatchDelta, Model, QuarantinedDelta
 
 
 def delete_batches_received_before(session: Session, cutoff: datetime, *, limit: int) -> int:

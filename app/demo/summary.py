@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from app.demo.scenario import Scenario
-from app.reporting import format_number, format_table
+from app.text_tables import format_number, format_table
+from app.timegrid import isoformat_z
 
 SHOWN: tuple[tuple[str, str], ...] = (
     ("precision", "precision"),
@@ -39,10 +40,6 @@ class WindowLine:
     sla: str
 
 
-def _iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def window_lines(
     scenario: Scenario,
     first: datetime,
@@ -58,7 +55,7 @@ def window_lines(
     sla_by_start = {w["start"]: w for w in sla_windows}
     lines = []
     for offset in range(scenario.windows):
-        start = _iso(first + offset * length)
+        start = isoformat_z(first + offset * length)
         w = by_start.get(start, {})
         estimate = w.get("estimate") or {}
         lines.append(

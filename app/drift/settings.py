@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_probability
+from app.metrics.validation import check_probability
 
 MIN_EXPECTED_COUNT = 5.0
 """Smallest expected cell count for which a chi-square approximation is trusted."""

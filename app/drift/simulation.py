@@ -18,8 +18,8 @@ from scipy import special
 
 from app.drift.histograms import FloatArray, WindowHistograms
 from app.errors import InvalidInput
-from app.metrics._validation import check_probability
 from app.metrics.binning import check_bin_edges
+from app.metrics.validation import check_probability
 
 
 def binormal_bin_probabilities(edges: FloatArray, mu: float, sd: float = 1.0) -> FloatArray:

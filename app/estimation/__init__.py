@@ -7,7 +7,6 @@ method, its assumption (a pure prior shift) and how to read the result.
 """
 
 from app.estimation.estimate import (
-    INTERVAL_LEVEL,
     LabelFreeEstimate,
     PriorEstimate,
     estimate_prior,
@@ -17,7 +16,6 @@ from app.estimation.reference import GROUPS, PSEUDO_COUNT, MixtureReference
 
 __all__ = [
     "GROUPS",
-    "INTERVAL_LEVEL",
     "PSEUDO_COUNT",
     "LabelFreeEstimate",
     "MixtureReference",

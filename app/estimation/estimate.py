@@ -45,13 +45,10 @@ from app.estimation.prior import (
 from app.estimation.reference import MixtureReference
 from app.estimation.sampling import GroupedSampling, debiasing_map
 from app.estimation.specification import SpecificationTest, specification_test
-from app.metrics._validation import check_probability
 from app.metrics.curves import cumulative_counts_from_histograms
+from app.metrics.uncertainty import INTERVAL_LEVEL
+from app.metrics.validation import check_probability
 from app.statuses import DriftStatus, DriftVerdict
-
-INTERVAL_LEVEL = 0.95
-"""Default level of the prior's interval."""
-
 
 LIKELIHOOD_SHIFT = "likelihood_shift"
 """``unreliable_reason`` when the fit is rejected."""

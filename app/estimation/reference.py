@@ -39,8 +39,8 @@ import numpy.typing as npt
 from app.drift.histograms import FloatArray, WindowHistograms
 from app.drift.two_sample import coarsen, quantile_bin_starts
 from app.errors import InvalidInput
-from app.metrics._validation import check_count
 from app.metrics.curves import CurveCounts, cumulative_counts_from_histograms
+from app.metrics.validation import check_count
 
 GROUPS = 20
 """Number of groups of bins of equal reference mass (fewer when a bin holds more than 1/20)."""

@@ -23,9 +23,9 @@ from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import (
     LatestWindow,
     ModelRow,
+    ResultStamp,
     Shard,
     Snapshot,
-    WindowKey,
     read_latest_keys,
     read_latest_windows,
     read_models,
@@ -54,9 +54,9 @@ class SeriesPart(Protocol):
         ...
 
 
-ChunkKey = tuple[WindowKey, str, str, str, tuple[Objective, ...]]
+ChunkKey = tuple[ResultStamp, str, str, str, tuple[Objective, ...]]
 """What one window's text depends on: the stored result and aggregate version
-(WindowKey), the segment label, the model's name, window length and objectives."""
+(ResultStamp), the segment label, the model's name, window length and objectives."""
 
 
 class WindowResultsCollector(Collector):
@@ -187,7 +187,7 @@ def _unpack(chunk: bytes) -> list[str]:
 
 
 def _read_windows(
-    session: Session, missing: list[WindowKey], wanted: int, shard: Shard | None
+    session: Session, missing: list[ResultStamp], wanted: int, shard: Shard | None
 ) -> Iterator[LatestWindow]:
     """The documents of the ``missing`` windows: by key when they are few, else every
     latest window of the shard in one statement (a cold cache: many IN lists cost more)."""
@@ -212,5 +212,5 @@ def _text(
         yield render_series(specs, samples)
 
 
-def _chunk_key(model: ModelRow, segment: str, key: WindowKey) -> ChunkKey:
+def _chunk_key(model: ModelRow, segment: str, key: ResultStamp) -> ChunkKey:
     return (key, segment, model.name, model.window, model.objectives)

@@ -27,7 +27,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
-from app.db.models import WindowAggregate, WindowMetrics
+from app.db.models import WA, WM
 from app.exporter import names
 from app.exporter.names import ESTIMATE_FAMILIES, FamilySpec
 from app.exporter.part import StoredPartCollector
@@ -35,9 +35,6 @@ from app.exporter.reads import ModelRow, _as_text, _json
 from app.exporter.series import _finite, segment_label
 from app.exporter.text import Series
 from app.timegrid import window_length
-
-WA = WindowAggregate
-WM = WindowMetrics
 
 ESTIMATE_KINDS: tuple[str, ...] = ("prior", "likelihood")
 """``kind`` label values of the label-free flags and p-values."""

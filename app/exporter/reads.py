@@ -51,11 +51,11 @@ from sqlalchemy.orm import Session
 
 from app.db.models import (
     ALL_SEGMENTS,
+    WA,
+    WM,
     BatchDelta,
     Model,
     QuarantinedDelta,
-    WindowAggregate,
-    WindowMetrics,
 )
 from app.db.queue import QueueStats, queue_stats
 from app.sla.objectives import Objective
@@ -63,8 +63,6 @@ from app.statuses import StoredStatus
 
 log = logging.getLogger("priorwatch.exporter")
 
-WA = WindowAggregate
-WM = WindowMetrics
 
 Shard = tuple[int, int]
 """(index, count) of a scrape shard, ``0 <= index < count``: the models with
@@ -92,7 +90,7 @@ class ModelRow:
 
 
 @dataclass(frozen=True)
-class WindowKey:
+class ResultStamp:
     """A stored result: its window, when it was computed, and the aggregate's version.
 
     Any change of what the exporter shows for the window changes this key.
@@ -109,7 +107,7 @@ class WindowKey:
 class LatestWindow:
     """The latest window with a fresh result of one (model, segment key)."""
 
-    key: WindowKey
+    key: ResultStamp
     n: int
     positives: int
     metrics: Mapping[str, Any]
@@ -258,11 +256,11 @@ def _latest(*columns: Any, shard: Shard | None = None) -> Select[Any]:
     )
 
 
-def _key(row: Any) -> WindowKey:
-    return WindowKey(int(row[0]), row[1], row[2], row[3], int(row[4]))
+def _key(row: Any) -> ResultStamp:
+    return ResultStamp(int(row[0]), row[1], row[2], row[3], int(row[4]))
 
 
-def read_latest_keys(session: Session, shard: Shard | None = None) -> list[WindowKey]:
+def read_latest_keys(session: Session, shard: Shard | None = None) -> list[ResultStamp]:
     """The key of the latest fresh window of every (model, segment) (of the models of
     ``shard``; one statement)."""
     return [_key(r) for r in session.execute(_latest(shard=shard)).all()]
@@ -292,7 +290,7 @@ def _with_aggregate(*columns: Any) -> Select[Any]:
 
 
 def read_latest_windows(
-    session: Session, only: Collection[WindowKey] | None = None, shard: Shard | None = None
+    session: Session, only: Collection[ResultStamp] | None = None, shard: Shard | None = None
 ) -> Iterator[LatestWindow]:
     """The latest fresh windows with their stored documents, as they are fetched
     (:data:`KEYS_PER_QUERY` rows at a time: the documents of a large fleet are
@@ -300,7 +298,7 @@ def read_latest_windows(
 
     Parameters
     ----------
-    only : collection of WindowKey, optional
+    only : collection of ResultStamp, optional
         Read these windows (matched on model, segment and start, as they are
         now, if still fresh; one statement per :data:`KEYS_PER_QUERY`)
         instead of every latest fresh window (one statement).

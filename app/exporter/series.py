@@ -21,7 +21,7 @@ from app.db.models import ALL_SEGMENTS, ALL_SEGMENTS_LABEL
 from app.db.queue import QueueStats
 from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
-from app.exporter.reads import LatestWindow, ModelRow, Shard, Snapshot, WindowKey
+from app.exporter.reads import LatestWindow, ModelRow, ResultStamp, Shard, Snapshot
 from app.exporter.text import Series
 from app.sla.objectives import SLA_GAUGE, Objective, evaluate_objective
 from app.timegrid import window_length
@@ -146,8 +146,8 @@ def holds_process_series(shard: Shard | None) -> bool:
 
 
 def exposed_windows(
-    models: Iterable[ModelRow], keys: Iterable[WindowKey]
-) -> list[tuple[ModelRow, str, WindowKey]]:
+    models: Iterable[ModelRow], keys: Iterable[ResultStamp]
+) -> list[tuple[ModelRow, str, ResultStamp]]:
     """The windows to expose, as (model, segment label, key), in exposition order.
 
     Windows of unknown models and of segments that are not registered (any

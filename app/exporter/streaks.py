@@ -46,7 +46,7 @@ from typing import Any
 from sqlalchemy import and_, func, select, tuple_
 from sqlalchemy.orm import Session
 
-from app.db.models import WindowAggregate, WindowMetrics
+from app.db.models import WA, WM
 from app.exporter import names
 from app.exporter.names import STREAK_FAMILIES
 from app.exporter.part import StoredPartCollector
@@ -59,8 +59,6 @@ from app.statuses import SlaStatus, StoredStatus
 STREAK_WINDOWS = 24
 """Most recent fresh windows read per (model, segment): the largest streak exposed."""
 
-WM = WindowMetrics
-WA = WindowAggregate
 
 Outcome = bool | None
 """A condition in one window: raised, not raised, or untested (None)."""

@@ -71,9 +71,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import optimize, special
 
-from app.metrics._validation import check_class_histograms, check_probability
 from app.metrics.areas import average_precision_from_counts
 from app.metrics.labeling import Array
+from app.metrics.validation import check_class_histograms, check_probability
 
 __all__ = [
     "FEW_NEGATIVES",

@@ -253,7 +253,7 @@ def lift_auc_from_counts(tps: Any, fps: Any) -> Array:
     ``lift_auc_ideal(pi) = 1 − ln(pi)`` exactly, and the area from default-bin
     histograms stays within 1e-3 of the per-example value (docs/metrics.md).
     The outperformance-score paper sums the lift at the right end of each step
-    instead; that rule depends on the curve's resolution (see docs/ops.md).
+    instead; that rule depends on the curve's resolution (see docs/outperformance.md).
 
     Returns
     -------

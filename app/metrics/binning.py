@@ -38,9 +38,11 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_probability, check_scores_labels
+from app.metrics.validation import check_probability, check_scores_labels
 
 Array = npt.NDArray[np.float64]
+Counts = npt.NDArray[np.int64]
+"""Counts per bin: element j counts the rows with a score in bin j (of one class)."""
 
 LOGIT_LOW = -24.0
 """Lower end of the logit interval covered by the uniform default bins."""
@@ -95,9 +97,7 @@ def check_bin_edges(edges: Any) -> Array:
     return e
 
 
-def histogram_counts(
-    scores: Any, labels: Any, edges: Any
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+def histogram_counts(scores: Any, labels: Any, edges: Any) -> tuple[Counts, Counts]:
     """Per-class counts of scores in each bin.
 
     Parameters

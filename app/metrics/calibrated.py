@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.metrics._validation import check_probability
 from app.metrics.areas import average_precision_from_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import CurveCounts
-from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT, labeling_metrics_of
+from app.metrics.labeling import (
+    CALIBRATED_PREFIX,
+    LABELING_METRICS,
+    PRIOR_DEPENDENT,
+    labeling_metrics_of,
+)
+from app.metrics.validation import check_probability
 
 BALANCED_PRIOR = 0.5
 """The reference prior of the class-balanced measures."""
@@ -38,7 +43,7 @@ def labeling_and_calibrated_metrics(
     evaluated once on both matrices (the same values)."""
     ref = counts.at_prior(check_probability("pi0", pi0))
     raw, at_pi0 = labeling_metrics_of([counts, ref], LABELING_METRICS)
-    return raw, _prefixed({name: at_pi0[name] for name in PRIOR_DEPENDENT}, "calibrated_")
+    return raw, _prefixed({name: at_pi0[name] for name in PRIOR_DEPENDENT}, CALIBRATED_PREFIX)
 
 
 def calibrated_metrics(counts: ConfusionCounts, pi0: float) -> dict[str, float | None]:
@@ -66,7 +71,7 @@ def calibrated_metrics(counts: ConfusionCounts, pi0: float) -> dict[str, float |
     >>> round(m["calibrated_precision"], 4)
     0.8
     """
-    return _at_prior(counts, check_probability("pi0", pi0), "calibrated_")
+    return _at_prior(counts, check_probability("pi0", pi0), CALIBRATED_PREFIX)
 
 
 def class_balanced_metrics(counts: ConfusionCounts) -> dict[str, float | None]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.metrics._validation import check_probability, check_scores_labels
+from app.metrics.validation import check_probability, check_scores_labels
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,8 +33,8 @@ from scipy.integrate import quad
 from scipy.special import betainc, betaincc, betaincinv, expit
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_count, check_probability
 from app.metrics.labeling import Array, ArrayLike, accuracy
+from app.metrics.validation import check_count, check_probability
 
 __all__ = [
     "WEIGHTED_ACCURACY_UNDEFINED",

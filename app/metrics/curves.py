@@ -21,7 +21,6 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_probability, check_scores_labels
 from app.metrics.areas import (
     average_precision_from_counts,
     gain_auc_from_counts,
@@ -42,6 +41,7 @@ from app.metrics.points import (
     precision_at_recall,
     recall_at_fpr,
 )
+from app.metrics.validation import check_probability, check_scores_labels
 
 Array = npt.NDArray[np.float64]
 

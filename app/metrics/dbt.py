@@ -1,6 +1,6 @@
 """Directed Binary Tree (DBT) reference curves for the outperformance score.
 
-The reference distribution of whole curves of docs/ops.md, "Scoring metrics"
+The reference distribution of whole curves of docs/outperformance.md, "Scoring metrics"
 (Zhao, Bui, Yu, Dzieciolowski, "Outperformance Score"). One curve is drawn as a
 binary tree of (alpha, beta) = (FPR, FNR) points:
 
@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_probability
+from app.metrics.validation import check_probability
 
 Array = npt.NDArray[np.float64]
 

@@ -14,10 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from app.errors import InvalidInput
-from app.metrics._validation import (
-    check_probability,
-    check_scores_labels,
-)
 from app.metrics.areas import curve_areas
 from app.metrics.calibrated import calibrated_average_precision, labeling_and_calibrated_metrics
 from app.metrics.confusion import ConfusionCounts
@@ -27,6 +23,10 @@ from app.metrics.labeling import LABELING_METRICS, labeling_metrics
 from app.metrics.ops import labeling_outperformance_scores, outperformance_score
 from app.metrics.probability import ProbabilitySums, brier_score_loss, log_loss
 from app.metrics.undefined import to_optional
+from app.metrics.validation import (
+    check_probability,
+    check_scores_labels,
+)
 
 OPS_METRICS: tuple[str, ...] = (
     "f1",

@@ -232,6 +232,9 @@ PRIOR_DEPENDENT: tuple[str, ...] = tuple(
 )
 """Names whose value moves with the class prior: each has a ``calibrated_`` form."""
 
+CALIBRATED_PREFIX = "calibrated_"
+"""``calibrated_<name>``: a metric (or curve area) at the reference prior pi0."""
+
 
 def labeling_scores(counts: ConfusionCounts) -> dict[str, Score]:
     """Every registered labeling metric of ``counts``, each with its reason if undefined."""

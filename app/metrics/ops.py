@@ -1,4 +1,4 @@
-"""The outperformance score (OPS): public entry point (docs/ops.md).
+"""The outperformance score (OPS): public entry point (docs/outperformance.md).
 
 OPS_M(mu; pi) is the probability that a reference classifier does worse than
 the observed value mu of metric M on data with class prior pi: a percentile
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_probability
 from app.metrics.curves import lift_auc_ideal
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops_labeling import labeling_ops_at, labeling_ops_pairs
+from app.metrics.validation import check_probability
 
 if TYPE_CHECKING:
     from app.metrics.ops_scoring import ScoringReference

@@ -1,4 +1,4 @@
-"""Outperformance score of labeling metrics (docs/ops.md, "Labeling metrics").
+"""Outperformance score of labeling metrics (docs/outperformance.md, "Labeling metrics").
 
 For a labeling metric M written as M(pi, alpha, beta), the reference
 classifier has independent type-I and type-II errors A, B ~ U[0, 1], so
@@ -11,7 +11,7 @@ fpr, fnr): the OPS is a percentile rank and higher is always better, so
 ``OPS_error_rate(e) = OPS_accuracy(1 - e)``. An undefined value (nan, on
 sets of measure zero such as a corner of the square) counts as not worse.
 
-F1 has a closed form (docs/ops.md). Every other registered metric is
+F1 has a closed form (docs/outperformance.md). Every other registered metric is
 evaluated through its registry function on ``ConfusionCounts.from_rates`` (no
 formula is written twice) by a one-dimensional method along the diagonals of
 the square:
@@ -74,7 +74,7 @@ _T_GRID[:, -1] -= 1e-9 * _SPAN
 
 
 def f1_ops(value: float, prior: float) -> float:
-    """Closed-form OPS of F1 at prior ``prior`` (docs/ops.md, "Labeling metrics").
+    """Closed-form OPS of F1 at prior ``prior`` (docs/outperformance.md, "Labeling metrics").
 
     Parameters
     ----------

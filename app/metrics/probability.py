@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_scores_labels
+from app.metrics.validation import check_scores_labels
 
 LOG_LOSS_EPS = 1e-15
 """Scores are clipped to [LOG_LOSS_EPS, 1 − LOG_LOSS_EPS] inside the log loss."""

@@ -72,7 +72,6 @@ import numpy as np
 from scipy import special
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_class_histograms, check_count, check_probability
 from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
 from app.metrics.areas import AREA_KERNELS
 from app.metrics.confusion import ConfusionCounts
@@ -86,13 +85,20 @@ from app.metrics.curves import (
     pr_auc_trapezoid_from_counts,
     roc_auc_from_counts,
 )
-from app.metrics.labeling import LABELING_METRICS, Array, LabelingMetric, MetricFunc
+from app.metrics.labeling import (
+    CALIBRATED_PREFIX,
+    LABELING_METRICS,
+    Array,
+    LabelingMetric,
+    MetricFunc,
+)
+from app.metrics.validation import check_class_histograms, check_count, check_probability
 
 __all__ = [
-    "CALIBRATED_PREFIX",
     "CURVE_AREAS",
     "DEFAULT_N_RESAMPLES",
     "DEFAULT_N_SAMPLES",
+    "INTERVAL_LEVEL",
     "JEFFREYS",
     "RatePosterior",
     "bootstrap_interval",
@@ -107,6 +113,10 @@ __all__ = [
 Interval = tuple[float, float]
 ResampleMethod = Literal["multinomial", "poisson"]
 
+INTERVAL_LEVEL = 0.95
+"""Level of every interval priorwatch stores and shows (the metrics' and the
+label-free estimate's)."""
+
 JEFFREYS = 0.5
 """Prior count ``a`` of the Beta(a, a) prior of the rates behind every credible interval."""
 
@@ -117,9 +127,6 @@ standard error is then about 0.25 posterior standard deviations / sqrt(40)."""
 DEFAULT_N_RESAMPLES = 500
 """Bootstrap resamples per call. Drawing dominates the cost, about B·K random
 counts per class for K non-empty bins (bench/bench_uncertainty.py)."""
-
-CALIBRATED_PREFIX = "calibrated_"
-"""``calibrated_<area>``: the area of the curves at the reference prior pi0."""
 
 CURVE_AREAS: Mapping[str, Callable[[Any, Any], Array]] = {
     "auc_roc": roc_auc_from_counts,

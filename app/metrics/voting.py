@@ -23,10 +23,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.errors import InvalidInput
-from app.metrics._validation import check_scores_labels
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts, roc_auc_from_counts
 from app.metrics.labeling import accuracy, mcc
+from app.metrics.validation import check_scores_labels
 
 __all__ = ["DEFAULT_TIE_TOLERANCE", "VOTING_METRICS", "vote", "vote_from_metrics"]
 

@@ -23,10 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
+from app.metrics.labeling import CALIBRATED_PREFIX, LABELING_METRICS, PRIOR_DEPENDENT
 from app.statuses import SlaStatus
 
-CALIBRATED_PREFIX = "calibrated_"
 AT_PI0: Mapping[str, str] = {
     name: CALIBRATED_PREFIX + name for name in (*PRIOR_DEPENDENT, "auc_pr")
 }

@@ -19,7 +19,7 @@ from app.db.queue import queue_stats
 from app.metrics.binning import histogram_counts
 from app.metrics.probability import ProbabilitySums
 from app.services.ingest import idempotency
-from app.services.windows.aggregates import confusion_counts, probability_sums
+from app.services.windows.aggregate_row import confusion_counts, probability_sums
 from app.timegrid import window_start
 
 PROBLEM = "application/problem+json"

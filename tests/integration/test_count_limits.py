@@ -151,9 +151,9 @@ def test_the_folded_model_total_is_reused_until_stale(
     FOLDED_TOTAL_TTL_SECONDS; the batches in between read only the unfolded deltas."""
     now = [0.0]
     cache = EngineCache(ttl=FOLDED_TOTAL_TTL_SECONDS, clock=lambda: now[0])
-    monkeypatch.setattr(ingestion, "FOLDED_TOTALS", cache)
+    monkeypatch.setattr(ingestion, "MODEL_TOTAL_CACHE", cache)
     unfolded = EngineCache(ttl=UNFOLDED_TOTAL_TTL_SECONDS, clock=lambda: now[0])
-    monkeypatch.setattr(ingestion, "UNFOLDED_TOTALS", unfolded)
+    monkeypatch.setattr(ingestion, "UNFOLDED_TOTAL_CACHE", unfolded)
     api, token = setup
     assert api.post_batch("fraud", token, _cm(2**19)).status_code == 202  # reads the sum: 0
     # windows written behind the cache's back (as by another process's folds)
@@ -176,10 +176,10 @@ def test_the_unfolded_deltas_sums_are_reused_until_stale(
 ) -> None:
     """A process sums the unfolded deltas (a scan of every delta waiting) at most once
     per UNFOLDED_TOTAL_TTL_SECONDS per window; the batches in between read only the
-    window's aggregates (and the model's, while FOLDED_TOTALS holds them)."""
+    window's aggregates (and the model's, while MODEL_TOTAL_CACHE holds them)."""
     now = [0.0]
     cache = EngineCache(ttl=UNFOLDED_TOTAL_TTL_SECONDS, clock=lambda: now[0])
-    monkeypatch.setattr(ingestion, "UNFOLDED_TOTALS", cache)
+    monkeypatch.setattr(ingestion, "UNFOLDED_TOTAL_CACHE", cache)
     api, token = setup
     # the model 2^19 short of its ceiling; the batches go to a window of their own
     _insert_windows(
@@ -194,7 +194,7 @@ def test_the_unfolded_deltas_sums_are_reused_until_stale(
     now[0] = UNFOLDED_TOTAL_TTL_SECONDS + 0.5
     # stale: read again, the two deltas waiting pass the ceiling, which one more example passes
     _refused(api.post_batch("fraud", token, _cm(1, at=at)), "confusion_matrix", "2^62")
-    key = (_model_id(db_engine), queries.WindowKey(window_start(at, "1h"), None))
+    key = (_model_id(db_engine), queries.BatchTarget(window_start(at, "1h"), None))
     expected = queries.UnfoldedTotals((2**19 + 1,), float(2**19 + 1))
     assert cache.get(api.client.app.state.engine, key) == expected
 

@@ -66,10 +66,10 @@ def test_the_totals_read_with_the_key_and_without(
     post_batch(factory, model, settings, at=now, rng=rng, n=30, segment="eu")
     post_batch(factory, model, settings, at=now, rng=rng, n=7)
     windows = [
-        queries.WindowKey(start, "eu"),  # both aggregates exist, deltas unfolded
-        queries.WindowKey(start, "us"),  # the segment's aggregate is missing
-        queries.WindowKey(start, None),
-        queries.WindowKey(start + timedelta(days=30), "eu"),  # nothing there yet
+        queries.BatchTarget(start, "eu"),  # both aggregates exist, deltas unfolded
+        queries.BatchTarget(start, "us"),  # the segment's aggregate is missing
+        queries.BatchTarget(start, None),
+        queries.BatchTarget(start + timedelta(days=30), "eu"),  # nothing there yet
     ]
     for window in windows:
         with factory() as session:
@@ -159,7 +159,7 @@ def test_a_ceiling_read_with_a_key_refuses_and_frees_the_key(
 def test_a_driver_error_in_the_pipeline_is_raised_as_sqlalchemy_does(pg_url: str) -> None:
     with session_factory_for(pg_url) as factory:
         model = register_model(factory)
-        window = queries.WindowKey(utcnow(), None)
+        window = queries.BatchTarget(utcnow(), None)
         with factory() as session, pytest.raises(sa.exc.DataError):  # NUL: psycopg refuses it
             queries.read_admission(session, model.id, lock_id=1, key="nul\x00key", window=window)
 

@@ -28,7 +28,7 @@ from app.db.session import make_engine
 from app.metrics import evaluate
 from app.metrics.binning import histogram_counts
 from app.metrics.probability import ProbabilitySums
-from app.services.windows.aggregates import confusion_counts
+from app.services.windows.aggregate_row import confusion_counts
 from app.worker.runner import build_loop
 from app.worker.settings import WorkerSettings
 

@@ -31,7 +31,7 @@ from app.services.refresh.groups import (
     refresh_group,
 )
 from app.services.refresh.tiers import DETAIL_SPREAD, detail_phase
-from app.services.windows.compute import compute_window_result
+from app.services.windows.compute import Tier, compute_window_result
 from app.services.windows.reference_cache import ReferenceCache
 from app.timegrid import window_length
 
@@ -127,7 +127,7 @@ def test_a_summary_keeps_the_previous_detail_with_its_stamp(
     claimed = refresh(factory)
     assert claimed is not None
     after = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
-    summary = compute_window_result(model, claimed.sums, None, detail=False)
+    summary = compute_window_result(model, claimed.sums, None, tier=Tier.SUMMARY)
     assert after.aggregate_version == 2 and after.metrics == summary.metrics
     assert after.metrics != before.metrics
     assert after.curves == before.curves
@@ -256,7 +256,8 @@ def test_a_short_queue_refreshes_in_full_and_a_backlog_in_summaries(
     for claimed, full in [(backlog[0], False), (backlog[1], False), (short[0], True)]:
         model_id, start = claimed.claim.model_id, claimed.claim.window_start
         stored = metrics_rows(factory, model_id)[(ALL_SEGMENTS, start)]
-        expected = compute_window_result(claimed.model, claimed.sums, None, detail=full)
+        tier = Tier.FULL if full else Tier.SUMMARY
+        expected = compute_window_result(claimed.model, claimed.sums, None, tier=tier)
         assert (stored.curves is not None, stored.intervals) == (full, expected.intervals)
         assert (stored.detail_version is not None) is full
         (row,) = aggregate_rows(factory, model_id)
@@ -272,7 +273,7 @@ def test_a_spent_detail_budget_defers_a_due_detail_to_a_new_due_time(
     post_batch(factory, model, settings, at=utcnow(), rng=rng, n=500)
 
     spent = DetailBudget(0.5)
-    spent.record(1.0, detail=True)  # all of the worker's time went to details
+    spent.record(1.0, Tier.FULL)  # all of the worker's time went to details
     deferred = refresh(factory, budget=spent)
     assert deferred is not None and deferred.batch_ids  # the new data is folded ...
     stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]

@@ -311,13 +311,13 @@ def test_dependents_of_mixed_range_forms_are_locked_and_marked_in_one_statement(
     for i, start in enumerate(starts):
         post_batch(factory, model, settings, at=start, rng=rng, segment="eu" if i % 2 else None)
     ranges = [
-        queue.WindowRange(model.id, "eu", starts[1], starts[2]),
-        queue.WindowRange(model.id, exclude=(starts[0], starts[4])),
-        queue.WindowRange(model.id, start_from=starts[3], start_to=starts[4]),
-        queue.WindowRange(model.id, ALL_SEGMENTS, start_to=starts[1]),
+        queue.KeyRange(model.id, "eu", starts[1], starts[2]),
+        queue.KeyRange(model.id, exclude=(starts[0], starts[4])),
+        queue.KeyRange(model.id, start_from=starts[3], start_to=starts[4]),
+        queue.KeyRange(model.id, ALL_SEGMENTS, start_to=starts[1]),
     ]
 
-    def held(row: WindowAggregate, r: queue.WindowRange) -> bool:
+    def held(row: WindowAggregate, r: queue.KeyRange) -> bool:
         start = row.window_start
         return (
             (r.segment is None or row.segment == r.segment)

@@ -28,7 +28,7 @@ from app.db import queue
 from app.db.models import ALL_SEGMENTS
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
-from app.services.windows.reference import reference_period
+from app.services.windows.reference import baseline_period
 from app.services.windows.sums import WindowSums
 from app.statuses import DriftVerdict
 from app.timegrid import isoformat_z
@@ -78,7 +78,7 @@ def expected_result(
     factory: sessionmaker[Session], model: ModelConfig, segment: str, start: object
 ) -> dict[str, object]:
     rows = {(r.segment, r.window_start): r for r in aggregate_rows(factory, model.id)}
-    period = reference_period(model, start)  # type: ignore[arg-type]
+    period = baseline_period(model, start)  # type: ignore[arg-type]
     reference = None
     if period is not None and not period.contains_window:
         reference = WindowSums.merge(
@@ -90,7 +90,7 @@ def expected_result(
         model,
         WindowSums.from_row(rows[(segment, start)]),  # type: ignore[index]
         reference,
-        in_reference_period=period is not None and period.contains_window,
+        in_baseline_period=period is not None and period.contains_window,
     )
     return {"metrics": result.metrics, "drift": result.drift, "curves": result.curves}
 

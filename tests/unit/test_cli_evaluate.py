@@ -13,7 +13,7 @@ from app.cli import cli
 from app.csv_input import read_scores_labels
 from app.errors import InvalidInput
 from app.metrics import evaluate
-from app.reporting import format_metrics
+from app.text_tables import format_metrics
 
 runner = CliRunner()
 

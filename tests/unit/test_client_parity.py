@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from app import timegrid
 from app.errors import InvalidInput
 from app.metrics import probability
-from app.metrics._validation import check_scores_labels
 from app.metrics.binning import check_bin_edges, default_bin_edges, histogram_counts
+from app.metrics.validation import check_scores_labels
 from priorwatch_client import InvalidInput as ClientInvalidInput
 from priorwatch_client import binning as client_binning
 from priorwatch_client import sums as client_sums

@@ -390,7 +390,7 @@ def test_curve_counts_reject_a_bad_threshold_and_prior() -> None:
         "app.metrics.probability",
         "app.metrics.calibrated",
         "app.metrics.evaluate",
-        "app.reporting",
+        "app.text_tables",
     ],
 )
 def test_docstring_examples_run(module: str) -> None:

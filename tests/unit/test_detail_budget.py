@@ -9,6 +9,7 @@ import pytest
 
 from app.services.refresh.budget import HALF_LIFE_SECONDS, DetailBudget
 from app.services.refresh.tiers import detail_due, next_detail_due
+from app.services.windows.compute import Tier
 from app.worker.settings import WorkerSettings
 
 
@@ -23,34 +24,34 @@ class Clock:
 def test_details_fit_while_they_took_at_most_their_share() -> None:
     budget = DetailBudget(0.5, clock=Clock())
     assert budget.allows()  # nothing accounted yet
-    budget.record(0.030, detail=True)
+    budget.record(0.030, Tier.FULL)
     assert not budget.allows()  # all of the time so far went to a detail
     for _ in range(4):
-        budget.record(0.007, detail=False)
+        budget.record(0.007, Tier.SUMMARY)
     assert not budget.allows()  # 30 of 58 ms
-    budget.record(0.007, detail=False)
+    budget.record(0.007, Tier.SUMMARY)
     assert budget.allows()  # 30 of 65 ms
 
 
 def test_past_refreshes_weigh_less_with_time() -> None:
     clock = Clock()
     budget = DetailBudget(0.5, clock=clock)
-    budget.record(1.0, detail=True)
+    budget.record(1.0, Tier.FULL)
     clock.now = HALF_LIFE_SECONDS
     assert not budget.allows()  # decayed alike: still all detail
     assert budget.detail_seconds == budget.total_seconds == pytest.approx(0.5)
-    budget.record(0.4, detail=False)  # 0.5 s of detail left against 0.9 s in all
+    budget.record(0.4, Tier.SUMMARY)  # 0.5 s of detail left against 0.9 s in all
     assert budget.detail_seconds == pytest.approx(0.5)
     assert budget.total_seconds == pytest.approx(0.9)
     assert not budget.allows()
     clock.now = 2 * HALF_LIFE_SECONDS
-    budget.record(0.1, detail=False)  # 0.25 against 0.55
+    budget.record(0.1, Tier.SUMMARY)  # 0.25 against 0.55
     assert budget.allows()
 
 
 def test_a_share_of_one_never_defers_and_the_share_is_checked() -> None:
     budget = DetailBudget(1.0, clock=Clock())
-    budget.record(5.0, detail=True)
+    budget.record(5.0, Tier.FULL)
     assert budget.allows()
     for share in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError, match="share"):

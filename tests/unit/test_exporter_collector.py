@@ -20,7 +20,7 @@ from app.db.queue import QueueStats
 from app.exporter import names
 from app.exporter.collector import _pack, _unpack
 from app.exporter.names import FAMILIES
-from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey, _objectives
+from app.exporter.reads import LatestWindow, ModelRow, ResultStamp, Snapshot, _objectives
 from app.exporter.rejections import RejectionCounter
 from app.exporter.series import families
 from app.exporter.text import sample_lines
@@ -52,7 +52,7 @@ def _model(**overrides: Any) -> ModelRow:
 
 def _window(segment: str = ALL_SEGMENTS, model_id: int = 1, **overrides: Any) -> LatestWindow:
     values: dict[str, Any] = {
-        "key": WindowKey(model_id, segment, START, NOW, 3),
+        "key": ResultStamp(model_id, segment, START, NOW, 3),
         "n": 1000,
         "positives": 40,
         "metrics": {

@@ -22,9 +22,7 @@ import yaml
 
 from app.exporter import names
 from app.exporter.exposition import COMPACT, COMPACT_METRICS, Exposition
-from app.metrics.binning import default_bin_edges, histogram_counts
-from app.metrics.confusion import ConfusionCounts
-from app.metrics.probability import ProbabilitySums
+from app.metrics.binning import default_bin_edges
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
 from app.services.windows.sums import WindowSums
@@ -81,10 +79,7 @@ def computed_metric_names() -> frozenset[str]:
     rng = np.random.default_rng(1)
     labels = (rng.random(600) < 0.2).astype(np.int64)
     scores = np.clip(rng.normal(0.3 + 0.3 * labels, 0.2), 0.0, 1.0)
-    pos, neg = histogram_counts(scores, labels, edges)
-    confusions = tuple(ConfusionCounts.from_predictions(scores, labels, t) for t in (0.3, 0.5))
-    probabilities = ProbabilitySums.from_predictions(scores, labels)
-    sums = WindowSums(labels.size, int(labels.sum()), pos, neg, confusions, probabilities)
+    sums = WindowSums.from_predictions(scores, labels, edges, (0.3, 0.5))
     config = ModelConfig(
         id=0,
         name="m",

@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector
 
 from app.db.queue import QueueStats
 from app.exporter.names import FAMILIES
-from app.exporter.reads import LatestWindow, ModelRow, Snapshot, WindowKey
+from app.exporter.reads import LatestWindow, ModelRow, ResultStamp, Snapshot
 from app.exporter.series import families, series
 from app.exporter.text import (
     escape_label_value,
@@ -44,7 +44,7 @@ def _snapshot() -> Snapshot:
     }
     windows = tuple(
         LatestWindow(
-            WindowKey(1, segment, datetime(2026, 11, 26, h, tzinfo=UTC), NOW, 1),
+            ResultStamp(1, segment, datetime(2026, 11, 26, h, tzinfo=UTC), NOW, 1),
             n=100 + h,
             positives=10,
             metrics=metrics,

@@ -19,7 +19,7 @@ from app.services.read.sla_report import window_results
 from app.services.read.windows import WindowView
 from app.services.refresh.document import KEPT_BY_SUMMARY, window_document
 from app.services.refresh.tiers import DETAIL_SPREAD, detail_due, detail_phase, next_detail_due
-from app.services.windows.compute import WindowResult, compute_window_result
+from app.services.windows.compute import Tier, WindowResult, compute_window_result
 from app.services.windows.sums import WindowSums
 from app.sla.objectives import (
     STALE_DETAIL_REASON,
@@ -133,8 +133,8 @@ def test_full_result_is_the_summary_plus_the_detail(
 ) -> None:
     model, window = window_and_model
     full = compute_window_result(model, window, None)
-    summary = compute_window_result(model, window, None, detail=False)
-    assert (full.detail, summary.detail) == (True, False)
+    summary = compute_window_result(model, window, None, tier=Tier.SUMMARY)
+    assert (full.tier, summary.tier) == (Tier.FULL, Tier.SUMMARY)
     assert summary.curves is None and full.curves is not None
     assert (summary.metrics, summary.reasons, summary.drift, summary.estimate) == (
         full.metrics,
@@ -155,7 +155,7 @@ def test_a_given_generator_draws_both_tiers(
     one = compute_window_result(model, window, None, rng=np.random.default_rng(5))
     two = compute_window_result(model, window, None, rng=np.random.default_rng(5))
     seeded = compute_window_result(model, window, None)
-    assert one.intervals == two.intervals and one.detail
+    assert one.intervals == two.intervals and one.tier is Tier.FULL
     assert one.intervals["auc_roc"] != seeded.intervals["auc_roc"]  # other draws
 
 
@@ -172,8 +172,8 @@ def test_a_window_of_unlabelled_rows_only_keeps_the_tier_asked_for() -> None:
         sums=None,
         unlabelled=window.hist_positives + window.hist_negatives,  # type: ignore[operator]
     )
-    assert compute_window_result(model, unlabelled, None, detail=False).detail is False
-    assert compute_window_result(model, unlabelled, None).detail is True
+    assert compute_window_result(model, unlabelled, None, tier=Tier.SUMMARY).tier is Tier.SUMMARY
+    assert compute_window_result(model, unlabelled, None).tier is Tier.FULL
 
 
 # --- the stored document ----------------------------------------------------------
@@ -184,7 +184,7 @@ SUMMARY = WindowResult(
     reasons={"auc_roc": "insufficient_data"},
     intervals={},
     drift={"verdict": "none"},
-    detail=False,
+    tier=Tier.SUMMARY,
 )
 STORED = {
     "recall": {"lower": 0.1, "upper": 0.2, "level": 0.95},

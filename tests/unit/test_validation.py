@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from app.errors import InvalidInput
-from app.metrics._validation import (
+from app.metrics.validation import (
     check_count,
     check_probability,
     check_scores_labels,

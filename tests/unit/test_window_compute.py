@@ -18,11 +18,9 @@ from app.drift.simulation import shifted_logit_scores
 from app.drift.verdict import drift_verdict
 from app.metrics.area_intervals import FEW_NEGATIVES, calibrated_auc_pr_interval, ks_interval
 from app.metrics.areas import roc_auc_from_counts
-from app.metrics.binning import default_bin_edges, histogram_counts
+from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
-from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.evaluate import CURVE_METRICS, evaluate, threshold_suffix
-from app.metrics.probability import ProbabilitySums
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import (
     INSUFFICIENT,
@@ -32,7 +30,7 @@ from app.services.windows.compute import (
     compute_window_result,
     downsample_indices,
 )
-from app.services.windows.reference import dependent_windows, reference_period
+from app.services.windows.reference import baseline_period, dependent_windows
 from app.services.windows.sums import WindowSums, sums_seed
 from app.sla.objectives import has_interval
 from app.statuses import DriftStatus, DriftVerdict
@@ -68,16 +66,7 @@ def sums_of(
     scores: npt.NDArray[np.float64], labels: npt.NDArray[np.bool_], model: ModelConfig
 ) -> WindowSums:
     """What ingestion stores for one scores batch (histograms, exact matrices, sums)."""
-    pos, neg = histogram_counts(scores, labels, model.bin_edges)
-    curve = cumulative_counts_from_histograms(pos, neg, model.bin_edges)
-    return WindowSums(
-        n=int(scores.size),
-        positives=int(labels.sum()),
-        hist_positives=pos,
-        hist_negatives=neg,
-        confusion=tuple(curve.confusion_at(t) for t in model.thresholds),
-        sums=ProbabilitySums.from_predictions(scores, labels),
-    )
+    return WindowSums.from_predictions(scores, labels, model.bin_edges, model.thresholds)
 
 
 def label_only(c: ConfusionCounts, n_thresholds: int = 2) -> WindowSums:
@@ -278,7 +267,7 @@ def test_drift_without_reference_is_null() -> None:
 def test_drift_inside_the_reference_period_is_reference() -> None:
     model = make_model(drift={"reference": REFERENCE})
     c = ConfusionCounts(tp=80.0, fp=40.0, fn=20.0, tn=860.0)
-    result = compute_window_result(model, label_only(c), label_only(c), in_reference_period=True)
+    result = compute_window_result(model, label_only(c), label_only(c), in_baseline_period=True)
     assert result.drift["verdict"] == DriftVerdict.REFERENCE
 
 
@@ -330,19 +319,19 @@ def test_fixed_reference_period_contains_the_windows_starting_in_it() -> None:
     model = make_model(
         drift={"reference": {"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T05:30:00Z"}}
     )
-    inside = [reference_period(model, T0 + k * HOUR) for k in range(7)]
+    inside = [baseline_period(model, T0 + k * HOUR) for k in range(7)]
     assert all(p is not None for p in inside)
     assert [p.contains_window for p in inside if p is not None] == [True] * 6 + [False]
     period = inside[6]
     assert period is not None and (period.start, period.end) == (T0, T0 + 5.5 * HOUR)
-    day = reference_period(model, T0, T0 + 24 * HOUR)  # a merged day is not inside
+    day = baseline_period(model, T0, T0 + 24 * HOUR)  # a merged day is not inside
     assert day is not None and not day.contains_window
-    assert reference_period(make_model(), T0) is None
+    assert baseline_period(make_model(), T0) is None
 
 
 def test_trailing_reference_is_the_windows_before() -> None:
     model = make_model(drift={"reference": {"trailing_windows": 3}})
-    period = reference_period(model, T0)
+    period = baseline_period(model, T0)
     assert period is not None
     assert (period.start, period.end, period.contains_window) == (T0 - 3 * HOUR, T0, False)
     dependents = dependent_windows(model, T0)

@@ -24,14 +24,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.metrics import ops_scoring
-from app.metrics.binning import default_bin_edges
+from app.metrics.binning import Counts, default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.dbt import dbt_reference
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.probability import LOG_LOSS_EPS, ProbabilitySums
 from app.services.models.config import ModelConfig
-from app.services.windows.compute import WindowResult, compute_window_result
+from app.services.windows.compute import Tier, WindowResult, compute_window_result
 from app.services.windows.estimate import ERROR_REASON_KEY
 from app.services.windows.sums import WindowSums
 
@@ -66,9 +66,6 @@ def small_scoring_reference() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ops_scoring, "scoring_reference", lambda *args: small)
         yield
-
-
-Counts = npt.NDArray[np.int64]
 
 
 # --- windows ----------------------------------------------------------------
@@ -249,8 +246,8 @@ def check_result(result: WindowResult, window: WindowSums) -> None:
 
 def check_every_path(window: WindowSums, merged: WindowSums, reference: WindowSums | None) -> None:
     """The worker's two tiers on ``window``, the read side's result on ``merged``."""
-    for detail in (False, True):
-        check_result(compute_window_result(MODEL, window, reference, detail=detail), window)
+    for tier in Tier:
+        check_result(compute_window_result(MODEL, window, reference, tier=tier), window)
     check_result(compute_window_result(MODEL, merged, reference), merged)
 
 

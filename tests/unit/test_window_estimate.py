@@ -12,10 +12,9 @@ from app.drift.simulation import BinormalStream
 from app.estimation import MixtureReference, estimate_window
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
-from app.metrics.curves import cumulative_counts_from_histograms
 from app.services.models.config import ModelConfig
 from app.services.windows import estimate as window_estimate
-from app.services.windows.compute import compute_window_result
+from app.services.windows.compute import Tier, compute_window_result
 from app.services.windows.estimate import (
     ERROR_REASON_KEY,
     MORE_LABELLED_REASON,
@@ -45,16 +44,7 @@ MODEL = ModelConfig(
 
 
 def _labelled(h: WindowHistograms) -> WindowSums:
-    pos, neg = h.positives.astype(np.int64), h.negatives.astype(np.int64)
-    curve = cumulative_counts_from_histograms(pos, neg, EDGES)
-    return WindowSums(
-        n=int(h.n),
-        positives=int(h.n_positives),
-        hist_positives=pos,
-        hist_negatives=neg,
-        confusion=tuple(curve.confusion_at(t) for t in THRESHOLDS),
-        sums=None,
-    )
+    return WindowSums.from_histograms(h.positives, h.negatives, EDGES, THRESHOLDS)
 
 
 def _unlabelled(h: WindowHistograms) -> WindowSums:
@@ -116,8 +106,8 @@ def test_no_error_when_more_rows_are_labelled_than_scored() -> None:
     ref = _labelled(STREAM.window(rng, n=50_000, prior=0.1))
     scored = _unlabelled(STREAM.window(rng, n=1_000, prior=0.1))
     labels = _labelled(STREAM.window(rng, n=5_000, prior=0.3))
-    for detail in (False, True):
-        result = compute_window_result(MODEL, scored + labels, ref, detail=detail)
+    for tier in Tier:
+        result = compute_window_result(MODEL, scored + labels, ref, tier=tier)
         assert result.estimate is not None and result.estimate["reliable"] is True
         assert result.estimate["error"] is None
         assert result.reasons[ERROR_REASON_KEY] == MORE_LABELLED_REASON
@@ -165,10 +155,10 @@ def test_a_window_with_unlabelled_rows_says_why_it_has_no_estimate(
     scored = _unlabelled(STREAM.window(rng, n=2_000, prior=0.1))
     labelled = _labelled(STREAM.window(rng, n=2_000, prior=0.1))
     for window in (scored, scored + labelled):
-        result = compute_window_result(model, window, None, in_reference_period=in_period)
+        result = compute_window_result(model, window, None, in_baseline_period=in_period)
         assert result.estimate is None
         assert result.reasons["estimate"] == reason
-    alone = compute_window_result(model, labelled, None, in_reference_period=in_period)
+    alone = compute_window_result(model, labelled, None, in_baseline_period=in_period)
     assert "estimate" not in alone.reasons  # no unlabelled row: no estimate expected
     if not in_period:
         assert result.drift.get("detail") == reason  # the drift verdict says the same

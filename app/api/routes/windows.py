@@ -14,8 +14,8 @@ from app.api.deps import ReadModelDep, SessionDep
 from app.api.errors import ProblemError
 from app.api.routes.models import PROBLEMS
 from app.services.models.config import ModelConfig
-from app.services.read.windows import get_window, iso, list_windows
-from app.timegrid import parse_instant
+from app.services.read.windows import get_window, list_windows
+from app.timegrid import isoformat_z, parse_instant
 
 router = APIRouter(prefix="/v1/models/{name}/windows", tags=["windows"])
 
@@ -190,6 +190,8 @@ def get_model_window(
     if view is None:
         where = f"segment {segment!r}" if segment else "all traffic"
         raise ProblemError(
-            404, "window-not-found", f"no data in the window starting {iso(start)} ({where})"
+            404,
+            "window-not-found",
+            f"no data in the window starting {isoformat_z(start)} ({where})",
         )
     return _json(view.to_dict(with_curves=True))

@@ -12,8 +12,8 @@ Order of work for ``POST /v1/models/{name}/batches``:
    batch with that key -> its stored answer, same body, or 422, other body;
    nothing stored), the window's and the model's totals for the count
    ceilings, unfolded deltas included (app/services/windows/limits.py; plain
-   reads, no lock; the model's folded total from :data:`FOLDED_TOTALS` and
-   the unfolded deltas' sums from :data:`UNFOLDED_TOTALS` while fresh), the
+   reads, no lock; the model's folded total from :data:`MODEL_TOTAL_CACHE` and
+   the unfolded deltas' sums from :data:`UNFOLDED_TOTAL_CACHE` while fresh), the
    cached authorisation checked again (the route's key and model settings:
    :class:`~app.errors.StaleCredential` if either changed), and
    the model's unfolded deltas counted up to their bound unless this
@@ -72,12 +72,12 @@ starts only when the JSON parse ends: simdjson holds the GIL throughout,
 and the hashing thread needs it to begin. (Parsing there too was measured
 slower, for the same reason; bench/bench_ingest.py.)"""
 
-FOLDED_TOTALS = EngineCache(ttl=FOLDED_TOTAL_TTL_SECONDS)
+MODEL_TOTAL_CACHE = EngineCache(ttl=FOLDED_TOTAL_TTL_SECONDS)
 """Per model, its folded example total as last read by this process: the
 model ceiling's sum over every window of the model, read again once stale
 (app/services/windows/limits.py)."""
 
-UNFOLDED_TOTALS = EngineCache(ttl=UNFOLDED_TOTAL_TTL_SECONDS)
+UNFOLDED_TOTAL_CACHE = EngineCache(ttl=UNFOLDED_TOTAL_TTL_SECONDS)
 """Per (model, window, segment), the unfolded deltas' sums of the window's
 aggregates and of the model as last read by this process: a scan of every
 delta waiting, read again once stale (app/services/windows/limits.py)."""
@@ -180,7 +180,7 @@ class _Rows:
 
     batch: dict[str, Any]
     delta: dict[str, Any]
-    window: queries.WindowKey
+    window: queries.BatchTarget
     response: dict[str, Any]
 
 
@@ -209,7 +209,7 @@ def _rows(
         "received_at": now,
     }
     delta = batch_delta(batch_id, parsed).to_row(model.id, ALL_SEGMENTS, parsed.window_start, now)
-    return _Rows(batch, delta, queries.WindowKey(parsed.window_start, parsed.segment), response)
+    return _Rows(batch, delta, queries.BatchTarget(parsed.window_start, parsed.segment), response)
 
 
 def _store(
@@ -260,11 +260,11 @@ def ingest_batch(
             return parsed
         rows = _rows(model, parsed, key, body_hash.result(), now)
         engine = session.get_bind()
-        generation = FOLDED_TOTALS.generation
-        folded: float | None = FOLDED_TOTALS.get(engine, model.id)
-        unfolded_generation = UNFOLDED_TOTALS.generation
+        generation = MODEL_TOTAL_CACHE.generation
+        folded: float | None = MODEL_TOTAL_CACHE.get(engine, model.id)
+        unfolded_generation = UNFOLDED_TOTAL_CACHE.generation
         unfolded_key = (model.id, rows.window)
-        unfolded: queries.UnfoldedTotals | None = UNFOLDED_TOTALS.get(engine, unfolded_key)
+        unfolded: queries.UnfoldedTotals | None = UNFOLDED_TOTAL_CACHE.get(engine, unfolded_key)
         bound = settings.max_unfolded_deltas
         guard = idempotency.in_flight_guard(
             session,
@@ -281,9 +281,11 @@ def ingest_batch(
                 return _replay(read.answer, body_hash)
             assert read.totals is not None
             if folded is None:
-                FOLDED_TOTALS.put(engine, model.id, read.totals.model_folded, generation)
+                MODEL_TOTAL_CACHE.put(engine, model.id, read.totals.model_folded, generation)
             if unfolded is None:
-                UNFOLDED_TOTALS.put(engine, unfolded_key, read.totals.unfolded, unfolded_generation)
+                UNFOLDED_TOTAL_CACHE.put(
+                    engine, unfolded_key, read.totals.unfolded, unfolded_generation
+                )
             _check_room(parsed, read.totals)
             UNFOLDED_COUNTS.check(engine, model.id, bound, read.unfolded_deltas)
             with write_transaction(session):

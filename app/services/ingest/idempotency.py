@@ -92,7 +92,7 @@ def in_flight_guard(
     session: Session,
     model_id: int,
     key: str | None,
-    window: queries.WindowKey | None = None,
+    window: queries.BatchTarget | None = None,
     credential: queries.CachedCredential | None = None,
     model_folded: float | None = None,
     unfolded: queries.UnfoldedTotals | None = None,

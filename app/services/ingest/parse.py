@@ -15,7 +15,7 @@ Two parsers, one meaning:
 Histogram batches give each class densely or in the sparse form of
 :mod:`app.services.ingest.sparse`, optionally with score sums.
 
-Validation of scores and labels is :func:`app.metrics._validation.
+Validation of scores and labels is :func:`app.metrics.validation.
 check_scores_labels` (one place decides). Every error is
 :class:`InvalidInput` naming the field, or :class:`MalformedBody`; nothing
 here touches the database.
@@ -35,10 +35,10 @@ import simdjson
 from app.config import Settings
 from app.db.models import BATCH_KINDS
 from app.errors import InvalidInput, MalformedBody
-from app.metrics._validation import check_scores_labels
-from app.metrics.binning import histogram_counts
+from app.metrics.binning import Counts, histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
+from app.metrics.validation import check_scores_labels
 from app.services.ingest.json_keys import check_unique_keys, duplicated_key
 from app.services.ingest.sparse import integer_array, parse_score_sums, parse_sparse_counts
 from app.services.models.config import ModelConfig
@@ -50,8 +50,6 @@ BATCH_FIELDS = frozenset(
 )
 HISTOGRAM_FIELDS = frozenset({"positives", "negatives", "sums", "unlabelled"})
 """Keys of a histogram batch's object."""
-
-Counts = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, eq=False)

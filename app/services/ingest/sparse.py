@@ -26,12 +26,11 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import InvalidInput
+from app.metrics.binning import Counts
 from app.metrics.probability import ProbabilitySums, probability_sum_bounds
 
 SPARSE_FIELDS = frozenset({"bins", "counts"})
 SUM_FIELDS = ("brier_sum", "log_loss_sum", "score_sum_positive", "score_sum_negative")
-
-Counts = npt.NDArray[np.int64]
 
 
 def integer_array(field: str, raw: list[Any], what: str) -> npt.NDArray[np.int64]:

@@ -34,13 +34,12 @@ from app.services.models.config import ModelConfig
 from app.services.read.windows import (
     MAX_STORED_WINDOWS,
     WindowView,
-    iso,
     segment_key,
     stored_windows,
 )
 from app.sla.objectives import Objective, ObjectiveResult, evaluate_objective
 from app.statuses import SlaStatus, WindowState
-from app.timegrid import resolve_range
+from app.timegrid import isoformat_z, resolve_range
 
 RULE = (
     "Each window is judged on the metric at the reference prior pi0. "
@@ -91,8 +90,8 @@ class SlaWindow:
     def to_dict(self) -> dict[str, Any]:
         w = self.window
         return {
-            "start": iso(w.start),
-            "end": iso(w.end),
+            "start": isoformat_z(w.start),
+            "end": isoformat_z(w.end),
             "segment": w.segment,
             "n": w.n,
             "prior": w.prior,
@@ -169,8 +168,8 @@ class SlaReport:
             "model": self.model,
             "pi0": self.pi0,
             "segment": self.segment,
-            "from": iso(self.start),
-            "to": iso(self.end),
+            "from": isoformat_z(self.start),
+            "to": isoformat_z(self.end),
             "rule": RULE,
             "objectives": [o.to_dict() for o in self.objectives],
             "summary": self.summary(),

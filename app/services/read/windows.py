@@ -32,13 +32,13 @@ from sqlalchemy import Subquery, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.db import queries
-from app.db.models import ALL_SEGMENTS, BatchDelta, WindowAggregate, WindowMetrics
+from app.db.models import ALL_SEGMENTS, WA, WM, BatchDelta, WindowAggregate
 from app.errors import InvalidInput
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
 from app.services.windows.deltas import exact_of, fold_rows
 from app.services.windows.limits import CountOverflow
-from app.services.windows.reference import reference_period
+from app.services.windows.reference import baseline_period
 from app.services.windows.reference_cache import ReferenceCache
 from app.services.windows.sums import WindowSums
 from app.statuses import StoredStatus, WindowState
@@ -46,6 +46,7 @@ from app.timegrid import (
     WindowRange,
     check_granularity,
     check_window_start,
+    isoformat_z,
     resolve_range,
     window_length,
     window_start,
@@ -57,9 +58,6 @@ MAX_MERGED_WINDOWS = 200
 """Most merged windows one request may span (each is computed on the fly)."""
 MAX_MERGED_SOURCE_WINDOWS = 2_000
 """Most stored windows one re-windowing request may read (each holds two histograms)."""
-
-WA = WindowAggregate
-WM = WindowMetrics
 
 
 # --- names, ranges, granularity ----------------------------------------------
@@ -179,13 +177,13 @@ class WindowView:
         (always, for a merged window: both are computed now)."""
         return self.detail_computed_at is not None and self.detail_version == self.aggregate_version
 
-    def detail(self) -> dict[str, Any] | None:
+    def detail_stamp(self) -> dict[str, Any] | None:
         """The detail stamp as the API shows it, or None (no detail yet)."""
         if self.detail_computed_at is None:
             return None
         return {
             "aggregate_version": self.detail_version,
-            "computed_at": iso(self.detail_computed_at),
+            "computed_at": isoformat_z(self.detail_computed_at),
             "current": self.detail_current,
         }
 
@@ -206,8 +204,8 @@ class WindowView:
     def to_dict(self, *, with_curves: bool = False) -> dict[str, Any]:
         """The contract's JSON shape (datetimes as ISO 8601 UTC strings)."""
         out: dict[str, Any] = {
-            "start": iso(self.start),
-            "end": iso(self.end),
+            "start": isoformat_z(self.start),
+            "end": isoformat_z(self.end),
             "segment": self.segment,
             "granularity": self.granularity,
             "n": self.n,
@@ -218,23 +216,18 @@ class WindowView:
             "reasons": self.reasons_shown(with_curves=with_curves),
             "intervals": self.intervals,
             "drift": self.drift,
-            "computed_at": None if self.computed_at is None else iso(self.computed_at),
+            "computed_at": None if self.computed_at is None else isoformat_z(self.computed_at),
             "aggregate_version": self.aggregate_version,
             "merged_windows": self.merged_windows,
             "n_unlabelled": self.n_unlabelled,
             "estimate": self.estimate,
-            "detail": self.detail(),
+            "detail": self.detail_stamp(),
         }
         if self.error is not None:
             out["error"] = self.error
         if with_curves:
             out["curves"] = self.curves
         return out
-
-
-def iso(moment: datetime) -> str:
-    """ISO 8601 in UTC with a ``Z`` suffix, as the rest of the API writes times."""
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 def is_fresh(
@@ -423,7 +416,7 @@ def _merged_view(
         if sums is None or (sums.n <= 0 and sums.n_unlabelled <= 0):
             return None
         end = start + window_length(granularity)
-        period = reference_period(model, start, end)
+        period = baseline_period(model, start, end)
         reference = None
         if period is not None and not period.contains_window:
             reference = cache.get(session, model, key, period.start, period.end)
@@ -433,7 +426,7 @@ def _merged_view(
         model,
         sums,
         reference,
-        in_reference_period=period is not None and period.contains_window,
+        in_baseline_period=period is not None and period.contains_window,
     )
     return WindowView(
         start=start,

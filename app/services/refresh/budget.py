@@ -21,6 +21,8 @@ import math
 import time
 from collections.abc import Callable
 
+from app.services.windows.compute import Tier
+
 HALF_LIFE_SECONDS = 60.0
 """How fast past refreshes stop counting: their weight halves every minute."""
 
@@ -58,9 +60,9 @@ class DetailBudget:
         self._decay()
         return self.share >= 1.0 or self.detail_seconds <= self.share * self.total_seconds
 
-    def record(self, seconds: float, *, detail: bool) -> None:
-        """Account one refresh's computing time (``detail``: a full refresh)."""
+    def record(self, seconds: float, tier: Tier) -> None:
+        """Account one refresh's computing time (a full refresh's as detail time)."""
         self._decay()
         self.total_seconds += seconds
-        if detail:
+        if tier is Tier.FULL:
             self.detail_seconds += seconds

@@ -1,6 +1,6 @@
 """The stored document of a window (``window_metrics``) from a computed result.
 
-A full result (both tiers, :attr:`WindowResult.detail`) is stored as it is,
+A full result (both tiers, :attr:`Tier.FULL`) is stored as it is,
 its detail stamped with the version and time of the result. A summary
 result keeps the stored detail: the columns :data:`KEPT_BY_SUMMARY` (the
 curves and the detail's stamp) are left as they are in the database, and
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from app.services.windows.compute import WindowResult
+from app.services.windows.compute import Tier, WindowResult
 
 KEPT_BY_SUMMARY = ("curves", "detail_version", "detail_computed_at")
 """Columns of ``window_metrics`` a summary refresh leaves as they are stored (the
@@ -52,7 +52,7 @@ def window_document(
         "drift": result.drift,
         "estimate": result.estimate,
     }
-    if result.detail:
+    if result.tier is Tier.FULL:
         document.update(
             curves=result.curves, detail_version=version, detail_computed_at=computed_at
         )

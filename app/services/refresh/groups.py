@@ -51,9 +51,9 @@ from app.services.models.config import ModelConfig
 from app.services.refresh.budget import DetailBudget
 from app.services.refresh.document import KEPT_BY_SUMMARY, window_document
 from app.services.refresh.tiers import detail_due, detail_phase, next_detail_due
-from app.services.windows.compute import WindowResult, compute_window_result
+from app.services.windows.compute import Tier, WindowResult, compute_window_result
 from app.services.windows.deltas import Folded, aggregate_columns, exact_of, fold_rows
-from app.services.windows.reference import dependent_windows, reference_period
+from app.services.windows.reference import baseline_period, dependent_windows
 from app.services.windows.reference_cache import Period, ReferenceCache
 from app.services.windows.sums import WindowSums
 from app.statuses import StoredStatus
@@ -191,32 +191,33 @@ def compute_claimed(
     its detail is due (:func:`app.services.refresh.tiers.detail_due`, with room in the
     worker's ``budget``, if given), else the summary."""
     claim, model = claimed.claim, claimed.model
-    period = reference_period(model, claim.window_start)
+    period = baseline_period(model, claim.window_start)
     reference = None
     try:
         if period is not None and not period.contains_window:
             reference = cache.get(session, model, claim.segment, period.start, period.end)
     finally:
         session.rollback()  # end the read transaction before computing
+    due = detail_due(
+        now=claim.claimed_at,
+        window_end=_window_end(claimed),
+        detail_due_at=claimed.detail_due_at,
+        detail_interval_seconds=detail_interval_seconds,
+        backlog=claimed.backlog,
+        budget_allows=budget is None or budget.allows(),
+    )
     return compute_window_result(
         model,
         claimed.sums,
         reference,
-        in_reference_period=period is not None and period.contains_window,
-        detail=detail_due(
-            now=claim.claimed_at,
-            window_end=_window_end(claimed),
-            detail_due_at=claimed.detail_due_at,
-            detail_interval_seconds=detail_interval_seconds,
-            backlog=claimed.backlog,
-            budget_allows=budget is None or budget.allows(),
-        ),
+        in_baseline_period=period is not None and period.contains_window,
+        tier=Tier.FULL if due else Tier.SUMMARY,
     )
 
 
 def _reference_of(claimed: ClaimedWindow) -> Period | None:
     """The window's drift reference period, None when it has none to read."""
-    period = reference_period(claimed.model, claimed.claim.window_start)
+    period = baseline_period(claimed.model, claimed.claim.window_start)
     if period is None or period.contains_window:
         return None
     return (claimed.model.id, claimed.claim.segment, period.start, period.end)
@@ -277,8 +278,8 @@ def compute_or_error(
         )
         return Computed(claimed, None, f"{type(exc).__name__}: {exc}")
     if budget is not None:
-        budget.record(time.perf_counter() - started, detail=result.detail)
-    if result.detail:
+        budget.record(time.perf_counter() - started, result.tier)
+    if result.tier is Tier.FULL:
         return Computed(claimed, result)
     due = next_detail_due(
         now=claimed.claim.claimed_at,
@@ -314,9 +315,10 @@ def _stored_result(computed: Computed, version: int, now: datetime) -> queue.Sto
         failed = computed.error or "computation failed"
         error = {"error": failed if note is None else f"{failed}; {note}"}
         return queue.StoredResult(claim, version, StoredStatus.ERROR, error)
-    stored = None if result.detail else claim.stored_intervals
+    full = result.tier is Tier.FULL
+    stored = None if full else claim.stored_intervals
     document = window_document(result, stored, version=version, computed_at=now)
-    keep = () if result.detail else KEPT_BY_SUMMARY
+    keep = () if full else KEPT_BY_SUMMARY
     return queue.StoredResult(claim, version, StoredStatus.FRESH, document | {"error": note}, keep)
 
 
@@ -327,12 +329,12 @@ def _changes_data(claimed: ClaimedWindow) -> bool:
     return bool(claimed.batch_ids) or stored is None or stored < claimed.claim.version
 
 
-def _dependents(claimed: ClaimedWindow) -> queue.WindowRange | None:
+def _dependents(claimed: ClaimedWindow) -> queue.KeyRange | None:
     """The windows that use this one as (part of) their drift reference."""
     dependents = dependent_windows(claimed.model, claimed.claim.window_start)
     if dependents is None:
         return None
-    return queue.WindowRange(
+    return queue.KeyRange(
         claimed.claim.model_id,
         claimed.claim.segment,
         dependents.start_from,
@@ -400,7 +402,7 @@ def persist_group(
     return [_outcome(c.claimed, held) for c in computed] + [Outcome.RELEASED] * len(released)
 
 
-def _outcome(claimed: ClaimedWindow, held: Mapping[queue.WindowKey, queue.Held]) -> Outcome:
+def _outcome(claimed: ClaimedWindow, held: Mapping[queue.AggregateKey, queue.Held]) -> Outcome:
     found = held.get(claimed.claim.key)
     if found is None:
         return Outcome.FENCED_OUT

@@ -20,7 +20,7 @@ from app.db.queue import database_now
 from app.db.session import write_transaction
 from app.services.models.config import ModelConfig
 from app.services.models.retention import parse_retention
-from app.services.windows.reference import reference_period
+from app.services.windows.reference import baseline_period
 from app.timegrid import window_start
 
 
@@ -53,7 +53,7 @@ def expired_windows(model: ModelConfig, now: datetime) -> Expired | None:
     if kept is None:
         return None
     oldest_kept = window_start(now - kept, model.window)  # it ends after now - kept
-    period = reference_period(model, oldest_kept)
+    period = baseline_period(model, oldest_kept)
     if period is None:
         return Expired(oldest_kept, None)
     if model.drift["reference"].get("trailing_windows"):

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,7 @@ from app.drift.settings import DriftSettings
 from app.drift.two_sample import coarsen, quantile_bin_starts
 from app.drift.verdict import drift_verdict
 from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
+from app.metrics.binning import Counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import CurveCounts, cumulative_counts_from_histograms, pr_curve, roc_curve
 from app.metrics.evaluate import (
@@ -60,6 +62,7 @@ from app.metrics.evaluate import (
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.ops_scoring import oprc_curve
 from app.metrics.uncertainty import (
+    INTERVAL_LEVEL,
     bootstrap_intervals,
     credible_intervals,
     ops_interval,
@@ -71,7 +74,7 @@ from app.services.windows.estimate import (
     error_withheld,
     guarded_estimate_document,
 )
-from app.services.windows.sums import Counts, WindowSums, sums_seed
+from app.services.windows.sums import WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict
 
 Array = npt.NDArray[np.float64]
@@ -82,9 +85,6 @@ INSUFFICIENT = DriftStatus.INSUFFICIENT_DATA
 MAX_CURVE_POINTS = 200
 """Most points of each serialised curve (downsampled along its length)."""
 
-INTERVAL_LEVEL = 0.95
-"""Credible level of the stored intervals."""
-
 ANY_CLASS_METRICS = frozenset({"prior", "accuracy", "error_rate", "brier", "log_loss"})
 """Metrics that stay meaningful with few examples of either class."""
 POSITIVES_ONLY_METRICS = frozenset({"recall", "fnr"})
@@ -94,6 +94,15 @@ NEGATIVES_ONLY_METRICS = frozenset({"specificity", "fpr"})
 
 
 # --- the output ----------------------------------------------------------
+
+
+class Tier(StrEnum):
+    """How much of a window's result one computation holds (module docstring)."""
+
+    SUMMARY = "summary"
+    """Metrics, reasons, drift verdict and label-free estimate: every refresh."""
+    FULL = "full"
+    """The summary plus the detail (curves and every interval)."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +140,7 @@ class WindowResult:
     A window with unlabelled rows only has no metrics, intervals or curves,
     and the drift verdict "none" with status "insufficient_data".
 
-    The result comes in two tiers (:func:`compute_window_result`, ``detail``):
+    The result comes in two tiers (:class:`Tier`, :func:`compute_window_result`):
     the summary (metrics, reasons, drift, estimate) and the detail (curves and
     every interval), most of the cost.
     """
@@ -142,8 +151,8 @@ class WindowResult:
     drift: dict[str, Any]
     curves: dict[str, Any] | None = field(default=None)
     estimate: dict[str, Any] | None = field(default=None)
-    detail: bool = field(default=True)
-    """False for the summary tier: ``curves`` is None and ``intervals`` empty."""
+    tier: Tier = field(default=Tier.FULL)
+    """:attr:`Tier.SUMMARY`: ``curves`` is None and ``intervals`` empty."""
 
 
 def compute_window_result(
@@ -151,9 +160,9 @@ def compute_window_result(
     window: WindowSums,
     reference: WindowSums | None,
     *,
-    in_reference_period: bool = False,
+    in_baseline_period: bool = False,
     rng: np.random.Generator | None = None,
-    detail: bool = True,
+    tier: Tier = Tier.FULL,
 ) -> WindowResult:
     """Compute a window's metrics, intervals, drift verdict and curves from its sums.
 
@@ -165,18 +174,18 @@ def compute_window_result(
         The window (or the merge of several windows).
     reference : WindowSums or None
         The sum of the reference period's windows of the same segment
-        (:func:`app.services.windows.reference.reference_period`); None when the model has no
+        (:func:`app.services.windows.reference.baseline_period`); None when the model has no
         reference or the period holds no data yet (and for a window inside the
         period). It is also the reference of the label-free estimate.
-    in_reference_period : bool
+    in_baseline_period : bool
         The window belongs to the reference period: its verdict is "reference".
     rng : numpy Generator, optional
         Source of every interval's draws. By default two generators seeded
         from the sums (:func:`~app.services.windows.sums.sums_seed`; module
         docstring), which makes the result deterministic.
-    detail : bool
-        False: the summary tier alone (:attr:`WindowResult.detail`). The full
-        result is that summary plus the detail tier (curves and intervals).
+    tier : Tier
+        :attr:`Tier.SUMMARY`: the summary alone. The full result is that
+        summary plus the detail (curves and intervals).
 
     Returns
     -------
@@ -191,29 +200,29 @@ def compute_window_result(
             "detail": "the window has no labelled rows",
         }
         reasons: dict[str, str] = {}
-        estimate = _estimate(model, window, reference, in_reference_period, None, reasons)
-        return WindowResult({}, reasons, {}, no_labels, None, estimate, detail)
+        estimate = _estimate(model, window, reference, in_baseline_period, None, reasons)
+        return WindowResult({}, reasons, {}, no_labels, None, estimate, tier)
     curve = _curve(model, window)
     metrics = _metrics(model, window, curve)
     reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
-    drift = _drift(model, window, reference, in_reference_period)
+    drift = _drift(model, window, reference, in_baseline_period)
     withheld = error_withheld(window.n, window.n_unlabelled)
     labelled = None if withheld else metrics
-    estimate = _estimate(model, window, reference, in_reference_period, labelled, reasons)
+    estimate = _estimate(model, window, reference, in_baseline_period, labelled, reasons)
     if estimate is not None and withheld is not None:
         reasons[ERROR_REASON_KEY] = withheld
-    summary = WindowResult(metrics, reasons, {}, drift, None, estimate, detail=False)
-    if not detail:
+    summary = WindowResult(metrics, reasons, {}, drift, None, estimate, Tier.SUMMARY)
+    if tier is Tier.SUMMARY:
         return summary
     curves, intervals = _detail(model, window, curve, metrics, rng)
-    return replace(summary, intervals=intervals, curves=curves, detail=True)
+    return replace(summary, intervals=intervals, curves=curves, tier=Tier.FULL)
 
 
 def _estimate(
     model: ModelConfig,
     window: WindowSums,
     reference: WindowSums | None,
-    in_reference_period: bool,
+    in_baseline_period: bool,
     labelled: Mapping[str, float | None] | None,
     reasons: dict[str, str],
 ) -> dict[str, Any] | None:
@@ -224,20 +233,20 @@ def _estimate(
         window.unlabelled,
         _histograms(reference),
         labelled,
-        no_reference=_reference_gap(model, reference, in_reference_period),
+        no_reference=_baseline_gap(model, reference, in_baseline_period),
     )
     if why is not None:
         reasons["estimate"] = why
     return estimate
 
 
-def _reference_gap(
-    model: ModelConfig, reference: WindowSums | None, in_reference_period: bool
+def _baseline_gap(
+    model: ModelConfig, reference: WindowSums | None, in_baseline_period: bool
 ) -> str | None:
     """Why the window has no drift reference to compare with, or None when it has one."""
     if not model.drift.get("reference"):
         return "no drift reference is configured for this model"
-    if in_reference_period:
+    if in_baseline_period:
         return "the window belongs to the drift reference period"
     if reference is None:
         return "the reference period holds no data yet"
@@ -509,17 +518,19 @@ def _drift(
     model: ModelConfig,
     window: WindowSums,
     reference: WindowSums | None,
-    in_reference_period: bool,
+    in_baseline_period: bool,
 ) -> dict[str, Any]:
-    gap = _reference_gap(model, reference, in_reference_period)
+    # why nothing was tested, under the API's key "detail"
+    untested = _baseline_gap(model, reference, in_baseline_period)
     if not model.drift.get("reference"):
-        return {"verdict": DriftVerdict.NONE, "status": DriftStatus.NO_REFERENCE, "detail": gap}
-    if in_reference_period:
+        status = DriftStatus.NO_REFERENCE
+        return {"verdict": DriftVerdict.NONE, "status": status, "detail": untested}
+    if in_baseline_period:
         return {"verdict": DriftVerdict.REFERENCE}
     settings = model.drift_settings()
     if reference is None:
         status = DriftStatus.INSUFFICIENT_DATA
-        return {"verdict": DriftVerdict.NONE, "status": status, "detail": gap}
+        return {"verdict": DriftVerdict.NONE, "status": status, "detail": untested}
     ref_counts, win_counts = _histograms(reference), _histograms(window)
     full = window.has_full_histograms and reference.has_full_histograms
     if full and ref_counts is not None and win_counts is not None:

@@ -22,6 +22,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from app.metrics.binning import Counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.services.windows.limits import check_merged_total
@@ -31,7 +32,6 @@ FIXED_POINT_BITS = 128
 """Fraction bits of the exact sums: a float sum x is held as the integer
 floor-toward-zero of x * 2**128 (exact for every value above 2**-75)."""
 
-Counts = npt.NDArray[np.int64]
 _UNKNOWN = -1
 """A confusion cell of a delta that does not tell the matrix at that threshold."""
 

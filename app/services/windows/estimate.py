@@ -19,15 +19,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 from app.drift.histograms import WindowHistograms
 from app.errors import InvalidInput
 from app.estimation import MixtureReference, estimate_window
+from app.metrics.binning import Counts
 from app.services.models.config import ModelConfig
-
-Counts = npt.NDArray[np.int64]
 
 log = logging.getLogger("priorwatch.estimate")
 

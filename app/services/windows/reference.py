@@ -1,8 +1,10 @@
-"""Drift-reference scheduling: which windows make a window's reference, and back.
+"""Drift baseline scheduling: which windows make a window's baseline period, and back.
 
-A model's drift reference (``model.drift["reference"]``) is a fixed period
-``{"from", "to"}``, the ``{"trailing_windows": k}`` before each window, or
-null. :func:`reference_period` answers "which windows are summed into the
+A model's drift reference setting (``model.drift["reference"]``, the name the
+API keeps) is a fixed baseline period ``{"from", "to"}``, the
+``{"trailing_windows": k}`` before each window, or null. The windows of the
+baseline period, summed, are the window's reference sums (docs/design.md,
+"Glossary"). :func:`baseline_period` answers "which windows are summed into the
 reference of this window"; :func:`dependent_windows` answers the converse,
 "whose reference includes this window", so that the worker recomputes them
 when the window changes (docs/worker.md).
@@ -20,8 +22,8 @@ from app.timegrid import window_start as window_start_of
 
 
 @dataclass(frozen=True)
-class ReferencePeriod:
-    """Which windows of a segment make the drift reference of a window.
+class BaselinePeriod:
+    """Which windows of a segment make the baseline period of a window.
 
     The reference is the sum of the windows of the same model and segment
     whose start lies in ``[start, end)``. ``contains_window`` is True when
@@ -33,10 +35,10 @@ class ReferencePeriod:
     contains_window: bool
 
 
-def reference_period(
+def baseline_period(
     model: ModelConfig, window_start: datetime, window_end: datetime | None = None
-) -> ReferencePeriod | None:
-    """The reference period of the window [window_start, window_end), or None.
+) -> BaselinePeriod | None:
+    """The baseline period of the window [window_start, window_end), or None.
 
     Parameters
     ----------
@@ -50,7 +52,7 @@ def reference_period(
 
     Returns
     -------
-    ReferencePeriod or None
+    BaselinePeriod or None
         For a fixed period, the windows starting in [from, to); a window is
         inside it when it lies wholly in [from, to). For trailing windows,
         [start - k * length, start); never inside.
@@ -61,7 +63,7 @@ def reference_period(
     end = window_end if window_end is not None else window_start + window_length(model.window)
     if spec.get("trailing_windows"):
         k = int(spec["trailing_windows"])
-        return ReferencePeriod(
+        return BaselinePeriod(
             window_start - k * window_length(model.window), window_start, contains_window=False
         )
     start_ref, end_ref = _parse_time(spec["from"]), _parse_time(spec["to"])
@@ -71,7 +73,7 @@ def reference_period(
     if to_grid < end_ref:
         to_grid += window_length(model.window)
     inside = start_ref <= window_start and end <= to_grid
-    return ReferencePeriod(start_ref, end_ref, contains_window=inside)
+    return BaselinePeriod(start_ref, end_ref, contains_window=inside)
 
 
 def _parse_time(value: Any) -> datetime:

@@ -1,7 +1,7 @@
 """The worker's cache of summed drift references, keyed by the versions of their windows.
 
 A window's drift reference is the sum of the reference period's windows of
-the same segment (:func:`app.services.windows.reference.reference_period`).
+the same segment (:func:`app.services.windows.reference.baseline_period`).
 It changes only when one of those windows gets a batch (its version moves),
 so the versions identify the sum exactly and a worker reads and sums a
 reference's rows only when it changed. See :class:`ReferenceCache`.

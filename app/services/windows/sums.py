@@ -10,19 +10,18 @@ function of the sums alone.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from app.metrics.binning import Counts, histogram_counts
 from app.metrics.confusion import ConfusionCounts
+from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
-from app.services.windows import aggregates
+from app.services.windows import aggregate_row
 from app.services.windows.limits import check_merged_total
-
-Counts = npt.NDArray[np.int64]
 
 
 class AggregateRow(Protocol):
@@ -77,19 +76,60 @@ class WindowSums:
     unlabelled: Counts | None = None
 
     @classmethod
+    def from_histograms(
+        cls, positives: Any, negatives: Any, bin_edges: Any, thresholds: Sequence[float]
+    ) -> WindowSums:
+        """The sums of labelled rows given as per-class histograms (no score sums).
+
+        The matrix at each of ``thresholds`` (bin edges of the model) is read off
+        the histograms, as for a histogram batch.
+
+        >>> w = WindowSums.from_histograms([0, 2], [1, 1], [0.0, 0.5, 1.0], (0.5,))
+        >>> (w.n, w.positives, w.confusion[0].tp, w.confusion[0].fp, w.sums)
+        (4, 2, 2.0, 1.0, None)
+        """
+        pos = np.asarray(positives, dtype=np.int64)
+        neg = np.asarray(negatives, dtype=np.int64)
+        curve = cumulative_counts_from_histograms(pos, neg, bin_edges)
+        return cls(
+            n=int(pos.sum() + neg.sum()),
+            positives=int(pos.sum()),
+            hist_positives=pos,
+            hist_negatives=neg,
+            confusion=tuple(curve.confusion_at(t) for t in thresholds),
+            sums=None,
+        )
+
+    @classmethod
+    def from_predictions(
+        cls, scores: Any, labels: Any, bin_edges: Any, thresholds: Sequence[float]
+    ) -> WindowSums:
+        """What ingestion stores for one batch of scores and labels: the histograms,
+        the matrices at ``thresholds`` (bin edges) and the per-example sums.
+
+        >>> scores, labels = [0.1, 0.5, 0.7, 1.0], [0, 1, 0, 1]
+        >>> w = WindowSums.from_predictions(scores, labels, [0.0, 0.5, 1.0], (0.5,))
+        >>> (w.n, w.positives, w.hist_positives.tolist(), w.sums.positives)
+        (4, 2, [0, 2], 2.0)
+        """
+        pos, neg = histogram_counts(scores, labels, bin_edges)
+        window = cls.from_histograms(pos, neg, bin_edges, thresholds)
+        return replace(window, sums=ProbabilitySums.from_predictions(scores, labels))
+
+    @classmethod
     def from_row(cls, row: AggregateRow) -> WindowSums:
-        """The sums held by a ``WindowAggregate`` row (app.services.windows.aggregates reads it)."""
-        hists = aggregates.histograms(row)  # type: ignore[arg-type]
+        """The sums held by a ``WindowAggregate`` row (read by :mod:`.aggregate_row`)."""
+        hists = aggregate_row.histograms(row)  # type: ignore[arg-type]
         return cls(
             n=int(row.n),
             positives=int(row.positives),
             hist_positives=None if hists is None else np.asarray(hists[0], dtype=np.int64),
             hist_negatives=None if hists is None else np.asarray(hists[1], dtype=np.int64),
             confusion=tuple(
-                aggregates.confusion_counts(row, i)  # type: ignore[arg-type]
+                aggregate_row.confusion_counts(row, i)  # type: ignore[arg-type]
                 for i in range(len(row.confusion))
             ),
-            sums=aggregates.probability_sums(row),  # type: ignore[arg-type]
+            sums=aggregate_row.probability_sums(row),  # type: ignore[arg-type]
             unlabelled=None
             if row.hist_unlabelled is None
             else np.asarray(row.hist_unlabelled, dtype=np.int64),

@@ -1,7 +1,7 @@
 """The client's copy of the service's row validation and binning (no ``app`` import).
 
 The client bins rows into the model's bins before sending them, so its counts
-must be the service's (``app.metrics._validation.check_scores_labels``,
+must be the service's (``app.metrics.validation.check_scores_labels``,
 ``app.metrics.binning.check_bin_edges`` and ``histogram_counts``): the same
 checks with the same messages, the same bins. The client ships without the
 server, hence this copy; tests/unit/test_client_parity.py checks it against

@@ -1,4 +1,4 @@
-"""Text renderings of a metric mapping for the command line."""
+"""Text tables of metrics and rows for the terminal (the command line and the demo)."""
 
 from __future__ import annotations
 

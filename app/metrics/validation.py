@@ -2,7 +2,8 @@
 
 Public functions call one ``check_*`` helper; private helpers trust its output.
 Errors are :class:`app.errors.InvalidInput` with the offending field, so the HTTP layer can
-turn them into problem+json without guessing.
+turn them into problem+json without guessing. The layers above (ingestion,
+drift, estimation, the command line) check their inputs with the same helpers.
 """
 
 from __future__ import annotations
