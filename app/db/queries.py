@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,7 +21,6 @@ from sqlalchemy import (
     Insert,
     Integer,
     String,
-    Subquery,
     Table,
     bindparam,
     cast,
@@ -257,38 +256,6 @@ def ensure_window_aggregates(
     # A parameter list (not ``.values([...])``): the statement compiles once per
     # process and is cached (bench/bench_ingest.py).
     session.execute(insert(WindowAggregate).on_conflict_do_nothing(), rows_in)
-
-
-def unfolded_totals(model_id: int, segment: str) -> Subquery:
-    """Per window of (model, segment) with unfolded deltas: ``deltas``, ``n``, ``positives``,
-    ``n_unlabelled``."""
-    return (
-        select(
-            BatchDelta.window_start,
-            func.count().label("deltas"),
-            func.sum(BatchDelta.n).label("n"),
-            func.sum(BatchDelta.positives).label("positives"),
-            func.sum(BatchDelta.n_unlabelled).label("n_unlabelled"),
-        )
-        .where(BatchDelta.model_id == model_id, BatchDelta.segment == segment)
-        .group_by(BatchDelta.window_start)
-        .subquery()
-    )
-
-
-def unfolded_deltas(
-    session: Session, model_id: int, segment: str, starts: Collection[datetime]
-) -> list[BatchDelta]:
-    """The unfolded deltas of the windows of (model, segment) starting at ``starts``."""
-    return list(
-        session.scalars(
-            select(BatchDelta).where(
-                BatchDelta.model_id == model_id,
-                BatchDelta.segment == segment,
-                BatchDelta.window_start.in_(list(starts)),
-            )
-        )
-    )
 
 
 @dataclass(frozen=True)

@@ -40,13 +40,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from app.db import queue
-from app.db.models import Model
 from app.db.queue import Claim
-from app.db.session import BINARY_RESULTS, write_transaction
+from app.db.references import ReferenceRows
+from app.db.session import write_transaction
 from app.services.models.config import ModelConfig
 from app.services.refresh.budget import DetailBudget
 from app.services.refresh.document import KEPT_BY_SUMMARY, window_document
@@ -128,12 +128,7 @@ def claim_windows(
         if not claimed:
             return []
         ids = {claim.model_id for claim, _ in claimed}
-        models = {
-            row.id: ModelConfig.from_row(row)
-            for row in session.scalars(
-                select(Model).where(Model.id.in_(ids)), execution_options=BINARY_RESULTS
-            )
-        }
+        models = {row.id: ModelConfig.from_row(row) for row in queue.claimed_models(session, ids)}
         deltas = queue.claimed_deltas(session, [claim for claim, _ in claimed])
         backlog = len(claimed) >= group_size
         group = [
@@ -195,7 +190,9 @@ def compute_claimed(
     reference = None
     try:
         if period is not None and not period.contains_window:
-            reference = cache.get(session, model, claim.segment, period.start, period.end)
+            reference = cache.get(
+                ReferenceRows(session), model, claim.segment, period.start, period.end
+            )
     finally:
         session.rollback()  # end the read transaction before computing
     return compute_window_result(
@@ -427,7 +424,7 @@ def refresh_group(
     """
     interval = detail_interval_seconds
     computed: list[Computed] = []
-    with cache.versions_read(session, (_reference_of(c) for c in group)):
+    with cache.versions_read(ReferenceRows(session), (_reference_of(c) for c in group)):
         for claimed in group:
             if should_stop():
                 break

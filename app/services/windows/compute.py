@@ -66,12 +66,13 @@ from app.metrics.uncertainty import (
     rate_interval,
 )
 from app.services.models.config import ModelConfig
+from app.services.windows.aggregates import Counts
 from app.services.windows.estimate import (
     ERROR_REASON_KEY,
     error_withheld,
     guarded_estimate_document,
 )
-from app.services.windows.sums import Counts, WindowSums, sums_seed
+from app.services.windows.sums import WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict
 
 Array = npt.NDArray[np.float64]

@@ -12,34 +12,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.services.windows import aggregates
+from app.services.windows.aggregates import AggregateRow, Counts
 from app.services.windows.limits import check_merged_total
-
-Counts = npt.NDArray[np.int64]
-
-
-class AggregateRow(Protocol):
-    """What :meth:`WindowSums.from_row` reads (a ``WindowAggregate`` row)."""
-
-    n: int
-    positives: int
-    hist_positives: Counts | None
-    hist_negatives: Counts | None
-    confusion: list[dict[str, float]]
-    sums_positives: int | None
-    sums_negatives: int | None
-    brier_sum: float | None
-    log_loss_sum: float | None
-    score_sum_positive: float | None
-    score_sum_negative: float | None
-    hist_unlabelled: Counts | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -79,17 +59,14 @@ class WindowSums:
     @classmethod
     def from_row(cls, row: AggregateRow) -> WindowSums:
         """The sums held by a ``WindowAggregate`` row (app.services.windows.aggregates reads it)."""
-        hists = aggregates.histograms(row)  # type: ignore[arg-type]
+        hists = aggregates.histograms(row)
         return cls(
             n=int(row.n),
             positives=int(row.positives),
             hist_positives=None if hists is None else np.asarray(hists[0], dtype=np.int64),
             hist_negatives=None if hists is None else np.asarray(hists[1], dtype=np.int64),
-            confusion=tuple(
-                aggregates.confusion_counts(row, i)  # type: ignore[arg-type]
-                for i in range(len(row.confusion))
-            ),
-            sums=aggregates.probability_sums(row),  # type: ignore[arg-type]
+            confusion=tuple(aggregates.confusion_counts(row, i) for i in range(len(row.confusion))),
+            sums=aggregates.probability_sums(row),
             unlabelled=None
             if row.hist_unlabelled is None
             else np.asarray(row.hist_unlabelled, dtype=np.int64),
