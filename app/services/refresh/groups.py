@@ -87,6 +87,29 @@ class ClaimedWindow:
         return self.folded.sums
 
 
+@dataclass(frozen=True)
+class RefreshPolicy:
+    """How a worker tiers its refreshes (:mod:`app.services.refresh.tiers`).
+
+    Attributes
+    ----------
+    detail_interval_seconds : float
+        Longest lag of an open window's detail tier behind its data (the worker
+        setting; 0: every refresh is full).
+    budget : DetailBudget or None
+        The worker's budget (:mod:`app.services.refresh.budget`): due details are
+        deferred while they took more than their share of its time, and each
+        computation is accounted in it. None: no bound.
+    """
+
+    detail_interval_seconds: float = 0.0
+    budget: DetailBudget | None = None
+
+
+EVERY_REFRESH_FULL = RefreshPolicy()
+"""No tiers: every refresh computes the detail too."""
+
+
 class Outcome(enum.Enum):
     """What :func:`persist_group` did with one window."""
 
@@ -178,13 +201,11 @@ def compute_claimed(
     session: Session,
     claimed: ClaimedWindow,
     cache: ReferenceCache,
-    *,
-    detail_interval_seconds: float = 0.0,
-    budget: DetailBudget | None = None,
+    policy: RefreshPolicy = EVERY_REFRESH_FULL,
 ) -> WindowResult:
     """Load the window's drift reference (read-only) and compute its result: full when
     its detail is due (:func:`app.services.refresh.tiers.detail_due`, with room in the
-    worker's ``budget``, if given), else the summary."""
+    ``policy``'s budget, if any), else the summary."""
     claim, model = claimed.claim, claimed.model
     period = reference_period(model, claim.window_start)
     reference = None
@@ -204,9 +225,9 @@ def compute_claimed(
             now=claim.claimed_at,
             window_end=_window_end(claimed),
             detail_due_at=claimed.detail_due_at,
-            detail_interval_seconds=detail_interval_seconds,
+            detail_interval_seconds=policy.detail_interval_seconds,
             backlog=claimed.backlog,
-            budget_allows=budget is None or budget.allows(),
+            budget_allows=policy.budget is None or policy.budget.allows(),
         ),
     )
 
@@ -242,27 +263,19 @@ def compute_or_error(
     session: Session,
     claimed: ClaimedWindow,
     cache: ReferenceCache,
-    *,
-    detail_interval_seconds: float = 0.0,
-    budget: DetailBudget | None = None,
+    policy: RefreshPolicy = EVERY_REFRESH_FULL,
 ) -> Computed:
     """Compute a claimed window; a failing computation is returned as an error.
 
-    ``detail_interval_seconds`` (the worker setting; 0: every refresh is full)
-    bounds how long the detail tier lags the data (app/services/refresh/tiers.py);
-    ``budget`` (the worker's, if given) defers due details while they took
-    more than their share of its time, and accounts this computation.
+    The ``policy`` says when the detail tier is computed (:class:`RefreshPolicy`).
     A database error propagates (infrastructure, not the window: the loop
     backs off). Any other error is logged and kept: the computation is
     deterministic, so the window is stored as an error and not retried until
     its aggregate changes.
     """
-    interval = detail_interval_seconds
     started = time.perf_counter()
     try:
-        result = compute_claimed(
-            session, claimed, cache, detail_interval_seconds=interval, budget=budget
-        )
+        result = compute_claimed(session, claimed, cache, policy)
     except Exception as exc:
         if _is_database_error(exc):
             raise
@@ -273,15 +286,15 @@ def compute_or_error(
             claimed.claim.window_start.isoformat(),
         )
         return Computed(claimed, None, f"{type(exc).__name__}: {exc}")
-    if budget is not None:
-        budget.record(time.perf_counter() - started, detail=result.detail)
+    if policy.budget is not None:
+        policy.budget.record(time.perf_counter() - started, detail=result.detail)
     if result.detail:
         return Computed(claimed, result)
     due = next_detail_due(
         now=claimed.claim.claimed_at,
         window_end=_window_end(claimed),
         detail_due_at=claimed.detail_due_at,
-        detail_interval_seconds=interval,
+        detail_interval_seconds=policy.detail_interval_seconds,
         phase=detail_phase(*claimed.claim.key),
     )
     return Computed(claimed, result, detail_due_at=due)
@@ -411,28 +424,21 @@ def refresh_group(
     group: Sequence[ClaimedWindow],
     cache: ReferenceCache,
     should_stop: Callable[[], bool] = lambda: False,
-    *,
-    detail_interval_seconds: float = 0.0,
-    budget: DetailBudget | None = None,
+    policy: RefreshPolicy = EVERY_REFRESH_FULL,
 ) -> list[Outcome]:
     """Compute a claimed group window by window (no transaction open), then persist
     it in one transaction (:func:`persist_group`).
 
     Once ``should_stop()`` is true (checked before each window), the windows
     not computed yet are released in that transaction and the computed ones
-    are stored. ``detail_interval_seconds`` and ``budget``: see :func:`compute_or_error`.
+    are stored. The ``policy`` says when the detail tier is computed.
     """
-    interval = detail_interval_seconds
     computed: list[Computed] = []
     with cache.versions_read(ReferenceRows(session), (_reference_of(c) for c in group)):
         for claimed in group:
             if should_stop():
                 break
-            computed.append(
-                compute_or_error(
-                    session, claimed, cache, detail_interval_seconds=interval, budget=budget
-                )
-            )
+            computed.append(compute_or_error(session, claimed, cache, policy))
     return persist_group(session, computed, group[len(computed) :])
 
 
