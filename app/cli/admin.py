@@ -240,6 +240,48 @@ def _setting(help_text: str) -> Any:
     return typer.Option(help=help_text, show_default=False)
 
 
+def _set_retention(doc: dict[str, Any], retention: str | None, keep_everything: bool) -> None:
+    """``--retention`` or ``--keep-everything`` (a null retention) into ``doc``."""
+    if retention is not None and keep_everything:
+        fail("--keep-everything contradicts the retention given", EXIT_USAGE)
+    if retention is not None or keep_everything:
+        doc["retention"] = retention
+
+
+def _set_lists(
+    doc: dict[str, Any],
+    segments: list[str] | None,
+    no_segments: bool,
+    objectives: list[dict[str, Any]],
+    no_sla: bool,
+) -> None:
+    """The segments and SLA objectives given (each replaces its list) or cleared."""
+    for listed, items, clear, flag in (
+        ("segments", segments, no_segments, "--no-segments"),
+        ("sla", objectives, no_sla, "--no-sla"),
+    ):
+        if items and clear:
+            fail(f"{flag} contradicts the {listed} given", EXIT_USAGE)
+        if items or clear:
+            doc[listed] = items
+
+
+def _drift_reference(
+    start: str | None, end: str | None, trailing_windows: int | None, remove: bool
+) -> dict[str, Any] | None:
+    """The drift reference the options give: None when they name none, ``{}`` to remove it."""
+    reference: dict[str, Any] | None = None
+    if start is not None or end is not None:
+        reference = {"from": start, "to": end}
+    if trailing_windows is not None:
+        reference = {**(reference or {}), "trailing_windows": trailing_windows}
+    if remove:
+        if reference is not None:
+            fail("--no-drift-reference contradicts the reference given", EXIT_USAGE)
+        reference = {}
+    return reference
+
+
 @models_cli.command("update", epilog=EXIT_CODES_EPILOG)
 def update_model(
     name: Annotated[str, typer.Argument(help="the model's name")],
@@ -303,29 +345,11 @@ def update_model(
     doc = _read_body(body)
     given = {"description": description, "pi0": pi0, "cost_ratio": cost_ratio}
     doc.update({k: v for k, v in given.items() if v is not None})
-    if retention is not None and keep_everything:
-        fail("--keep-everything contradicts the retention given", EXIT_USAGE)
-    if retention is not None or keep_everything:
-        doc["retention"] = retention
+    _set_retention(doc, retention, keep_everything)
     if costs is not None:
         doc["costs"] = parse_costs(costs)
-    for listed, items, clear, flag in (
-        ("segments", segment, no_segments, "--no-segments"),
-        ("sla", [parse_objective(s) for s in sla or []], no_sla, "--no-sla"),
-    ):
-        if items and clear:
-            fail(f"{flag} contradicts the {listed} given", EXIT_USAGE)
-        if items or clear:
-            doc[listed] = items
-    reference: dict[str, Any] | None = None
-    if drift_from is not None or drift_to is not None:
-        reference = {"from": drift_from, "to": drift_to}
-    if drift_trailing_windows is not None:
-        reference = {**(reference or {}), "trailing_windows": drift_trailing_windows}
-    if no_drift_reference:
-        if reference is not None:
-            fail("--no-drift-reference contradicts the reference given", EXIT_USAGE)
-        reference = {}
+    _set_lists(doc, segment, no_segments, [parse_objective(s) for s in sla or []], no_sla)
+    reference = _drift_reference(drift_from, drift_to, drift_trailing_windows, no_drift_reference)
     drift_options = {
         "alpha": drift_alpha,
         "min_prior_effect": drift_min_prior_effect,

@@ -35,6 +35,8 @@ from app.cli.service import (
 from app.timegrid import isoformat_z
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from app.demo.scenario import Scenario
 
 WINDOW = "1h"
@@ -117,40 +119,72 @@ def simulate_command(
     """
     import numpy as np
 
-    from app.cli.sending import sending
-    from app.demo.scenario import batches, first_window_start, fraud_scenario
-    from app.demo.summary import per_phase_table, per_window_table, window_lines
+    from app.demo.scenario import first_window_start, fraud_scenario
 
     admin = admin_service(url, admin_token)
     now = datetime.now(UTC)
     name = model or f"fraud-demo-{now:%Y%m%d-%H%M%S}"
     scenario = fraud_scenario(rows_per_window=rows_per_window)
-    length = WINDOW_LENGTH
-    first = first_window_start(now, length, scenario.windows)
-    end = first + scenario.windows * length
-
-    admin.request("POST", "/v1/models", json=model_document(name, scenario, first))
-    key = admin.request("POST", f"/v1/models/{name}/keys", json={"scopes": ["ingest", "read"]})
-    token = str(key.json()["token"])
-    typer.echo(f"model {name} registered; key {token} (ingest, read)")
-
-    rng = np.random.default_rng(seed)
-    sent = 0
-    with sending(url, token, name, retry_seconds) as client:
-        for batch in batches(scenario, rng, first, length):
-            client.log_scores(batch.scores, timestamp=batch.timestamp)
-            client.log(batch.scores, batch.labels, timestamp=batch.timestamp)
-            sent += batch.scores.size
+    first = first_window_start(now, WINDOW_LENGTH, scenario.windows)
+    end = first + scenario.windows * WINDOW_LENGTH
+    token = _register(admin, name, scenario, first)
+    sent = _send(url, token, name, retry_seconds, scenario, np.random.default_rng(seed), first)
     typer.echo(
         f"sent {sent:,} predictions over {scenario.windows} hours "
         f"({isoformat_z(first)} to {isoformat_z(end)}); waiting for the worker..."
     )
-
     reader = Service(url, token)
     params: dict[str, str | None] = {"from": isoformat_z(first), "to": isoformat_z(end)}
     windows = wait_fresh(reader, name, params, scenario.windows, wait)
     sla = reader.get_json(f"/v1/models/{name}/sla", params)
-    lines = window_lines(scenario, first, length, windows, sla["windows"])
+    _print_summary(scenario, first, windows, sla, per_window=per_window)
+    typer.echo(f"more: priorwatch windows {name} --token {token}")
+
+
+def _register(admin: Service, name: str, scenario: Scenario, first: datetime) -> str:
+    """Register the demo model and create its key (ingest, read); returns the token."""
+    admin.request("POST", "/v1/models", json=model_document(name, scenario, first))
+    key = admin.request("POST", f"/v1/models/{name}/keys", json={"scopes": ["ingest", "read"]})
+    token = str(key.json()["token"])
+    typer.echo(f"model {name} registered; key {token} (ingest, read)")
+    return token
+
+
+def _send(
+    url: str,
+    token: str,
+    name: str,
+    retry_seconds: float,
+    scenario: Scenario,
+    rng: np.random.Generator,
+    first: datetime,
+) -> int:
+    """Send the scenario's hours through the Python client, each hour's scores without
+    labels then with them; returns how many predictions."""
+    from app.cli.sending import sending
+    from app.demo.scenario import batches
+
+    sent = 0
+    with sending(url, token, name, retry_seconds) as client:
+        for batch in batches(scenario, rng, first, WINDOW_LENGTH):
+            client.log_scores(batch.scores, timestamp=batch.timestamp)
+            client.log(batch.scores, batch.labels, timestamp=batch.timestamp)
+            sent += batch.scores.size
+    return sent
+
+
+def _print_summary(
+    scenario: Scenario,
+    first: datetime,
+    windows: list[dict[str, Any]],
+    sla: dict[str, Any],
+    *,
+    per_window: bool,
+) -> None:
+    """The per-window lines (with ``per_window``), the per-phase table and the SLA."""
+    from app.demo.summary import per_phase_table, per_window_table, window_lines
+
+    lines = window_lines(scenario, first, WINDOW_LENGTH, windows, sla["windows"])
     if per_window:
         typer.echo("")
         typer.echo(per_window_table(lines))
@@ -163,4 +197,3 @@ def simulate_command(
         + ", ".join(f"{o['metric']} {o['op']} {o['target']}" for o in OBJECTIVES)
         + f"; compliance {'-' if ratio is None else f'{ratio:.0%}'}"
     )
-    typer.echo(f"more: priorwatch windows {name} --token {token}")

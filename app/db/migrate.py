@@ -10,7 +10,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import OperationalError
 
 import app
@@ -46,6 +46,14 @@ def head_revisions() -> frozenset[str]:
 def current_revisions(connection: Connection) -> frozenset[str]:
     """The revision(s) the database behind ``connection`` is at (empty: never migrated)."""
     return frozenset(MigrationContext.configure(connection).get_current_heads())
+
+
+def reachable_revisions(engine: Engine) -> frozenset[str]:
+    """The revision(s) of the database behind ``engine``, once it answered a query (the
+    readiness probe's check); SQLAlchemy's error when it is unreachable."""
+    with engine.connect() as connection:
+        connection.execute(text("SELECT 1"))
+        return current_revisions(connection)
 
 
 class SchemaNotReady(Exception):

@@ -172,6 +172,25 @@ class Batch(Base):
     )
 
 
+SUM_COLUMNS: tuple[str, ...] = (
+    "n",
+    "positives",
+    "hist_positives",
+    "hist_negatives",
+    "confusion",
+    "sums_positives",
+    "sums_negatives",
+    "brier_sum",
+    "log_loss_sum",
+    "score_sum_positive",
+    "score_sum_negative",
+    "hist_unlabelled",
+)
+"""The columns of :class:`WindowAggregate` that hold a window's sums (what the window
+model reads of a row: ``app.services.windows.aggregate_row.AggregateRow``; a unit test
+holds the two equal)."""
+
+
 class WindowAggregate(Base):
     """Everything one window of one segment received, as exact sums.
 

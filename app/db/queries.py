@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
-import psycopg
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
@@ -21,7 +19,6 @@ from sqlalchemy import (
     Insert,
     Integer,
     String,
-    Subquery,
     Table,
     bindparam,
     cast,
@@ -34,12 +31,10 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
-from sqlalchemy.sql import ClauseElement, Select
-from sqlalchemy.sql.compiler import SQLCompiler
 
 from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, WindowAggregate
+from app.db.pipeline import Read, read_all
 from app.db.types import UTCDateTime
 
 
@@ -259,38 +254,6 @@ def ensure_window_aggregates(
     session.execute(insert(WindowAggregate).on_conflict_do_nothing(), rows_in)
 
 
-def unfolded_totals(model_id: int, segment: str) -> Subquery:
-    """Per window of (model, segment) with unfolded deltas: ``deltas``, ``n``, ``positives``,
-    ``n_unlabelled``."""
-    return (
-        select(
-            BatchDelta.window_start,
-            func.count().label("deltas"),
-            func.sum(BatchDelta.n).label("n"),
-            func.sum(BatchDelta.positives).label("positives"),
-            func.sum(BatchDelta.n_unlabelled).label("n_unlabelled"),
-        )
-        .where(BatchDelta.model_id == model_id, BatchDelta.segment == segment)
-        .group_by(BatchDelta.window_start)
-        .subquery()
-    )
-
-
-def unfolded_deltas(
-    session: Session, model_id: int, segment: str, starts: Collection[datetime]
-) -> list[BatchDelta]:
-    """The unfolded deltas of the windows of (model, segment) starting at ``starts``."""
-    return list(
-        session.scalars(
-            select(BatchDelta).where(
-                BatchDelta.model_id == model_id,
-                BatchDelta.segment == segment,
-                BatchDelta.window_start.in_(list(starts)),
-            )
-        )
-    )
-
-
 @dataclass(frozen=True)
 class StoredAnswer:
     """What a replay needs of an accepted batch: its key, body hash and response."""
@@ -386,7 +349,6 @@ class Admission:
     unfolded_deltas: int | None = None
 
 
-_Read = Select[Any] | CompoundSelect[Any]
 _TRY_LOCK = select(func.pg_try_advisory_xact_lock(bindparam("lock_id", type_=BigInteger)))
 _CREDENTIAL_STATE = select(
     select(Model.updated_at).where(Model.id == bindparam("model_id")).scalar_subquery(),
@@ -440,7 +402,7 @@ def read_admission(
     sees every batch committed before the lock was taken, exactly as separate
     round trips would. The lock lives until the transaction ends.
     """
-    reads: list[tuple[_Read, dict[str, Any]]] = []
+    reads: list[tuple[Read, dict[str, Any]]] = []
     if lock_id is not None:
         reads.append((_TRY_LOCK, {"lock_id": lock_id}))
     if key is not None:
@@ -455,7 +417,7 @@ def read_admission(
         reads.append((_UNFOLDED_DELTAS, {"model_id": model_id, "cap": count_unfolded_up_to}))
     if not reads:
         return Admission(locked=True, answer=None, totals=None, credential_holds=True)
-    results = iter(_read_all(session, reads))
+    results = iter(read_all(session, reads))
     locked = True if lock_id is None else bool(next(results)[0][0])
     found = None if key is None else next(iter(next(results)), None)
     answer = None
@@ -472,65 +434,3 @@ def read_admission(
         holds = holds and (credential.token_hash is None or active_keys > 0)
     waiting = None if count_unfolded_up_to is None else int(next(results)[0][0])
     return Admission(locked, answer, totals, holds, waiting)
-
-
-def _read_all(session: Session, reads: Sequence[tuple[_Read, dict[str, Any]]]) -> list[list[Any]]:
-    """The rows of each read: on PostgreSQL in one round trip (a driver pipeline;
-    a driver error is raised as SQLAlchemy raises it), elsewhere one by one."""
-    connection = session.connection()
-    if connection.dialect.name != "postgresql":
-        return [list(connection.execute(statement, params)) for statement, params in reads]
-    driver = connection.connection.driver_connection
-    assert driver is not None
-    with _as_dbapi_error(), ExitStack() as stack:
-        cursors = [stack.enter_context(driver.cursor()) for _ in reads]
-        with driver.pipeline():
-            for cursor, (statement, params) in zip(cursors, reads, strict=True):
-                compiled = _driver_sql(statement, session)
-                cursor.execute(compiled.sql, compiled.params(params))
-        return [cursor.fetchall() for cursor in cursors]
-
-
-@dataclass(frozen=True)
-class _DriverSql:
-    """A Core statement compiled for the driver: its SQL text and how to bind values."""
-
-    sql: str
-    compiled: SQLCompiler
-    processors: Mapping[str, Callable[[Any], Any]]
-
-    def params(self, values: dict[str, Any]) -> dict[str, Any]:
-        bound = self.compiled.construct_params(values)
-        return {
-            name: processor(value) if (processor := self.processors.get(name)) else value
-            for name, value in bound.items()
-        }
-
-
-_DRIVER_SQL: dict[tuple[int, str], _DriverSql] = {}
-
-
-def _driver_sql(statement: ClauseElement, session: Session) -> _DriverSql:
-    """``statement`` compiled once per dialect, for a driver cursor (named parameters)."""
-    dialect = session.get_bind().dialect
-    cache_key = (id(statement), dialect.name)
-    if cache_key not in _DRIVER_SQL:
-        compiled = statement.compile(dialect=dialect)
-        assert isinstance(compiled, SQLCompiler)
-        processors = {}
-        for name, bind in compiled.binds.items():
-            processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
-            if processor is not None:
-                processors[name] = processor
-        _DRIVER_SQL[cache_key] = _DriverSql(compiled.string, compiled, processors)
-    return _DRIVER_SQL[cache_key]
-
-
-@contextmanager
-def _as_dbapi_error() -> Iterator[None]:
-    """Raise a driver error met outside SQLAlchemy as SQLAlchemy would (``IntegrityError``,
-    ``OperationalError``...: what the API's error handlers know)."""
-    try:
-        yield
-    except psycopg.Error as exc:
-        raise DBAPIError.instance(None, None, exc, psycopg.Error) from exc

@@ -76,7 +76,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.db.models import WA, BatchDelta, QuarantinedDelta, WindowMetrics
+from app.db.models import WA, BatchDelta, Model, QuarantinedDelta, WindowMetrics
 from app.db.session import BINARY_RESULTS
 from app.db.types import UTCDateTime
 
@@ -481,6 +481,13 @@ def claimed_deltas(session: Session, claims: Sequence[Claim]) -> dict[AggregateK
     for row in rows:
         found[(row.model_id, row.segment, row.window_start)].append(row)
     return found
+
+
+def claimed_models(session: Session, model_ids: Collection[int]) -> Sequence[Model]:
+    """The models of the claimed windows (one query, binary rows: their bin edges)."""
+    return session.scalars(
+        select(Model).where(Model.id.in_(model_ids)), execution_options=BINARY_RESULTS
+    ).all()
 
 
 @dataclass(frozen=True)

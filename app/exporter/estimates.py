@@ -24,15 +24,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, func, literal, select, union_all
 from sqlalchemy.orm import Session
 
-from app.db.models import WA, WM
+from app.db.scrape import latest_estimates
 from app.exporter import names
 from app.exporter.names import ESTIMATE_FAMILIES, FamilySpec
 from app.exporter.part import StoredPartCollector
-from app.exporter.reads import ModelRow, _as_text, _json
-from app.exporter.series import _finite, segment_label
+from app.exporter.reads import ModelRow, json_document
+from app.exporter.series import finite, segment_label
 from app.exporter.text import Series
 from app.timegrid import window_length
 
@@ -50,45 +49,14 @@ class StoredEstimate:
     document: Mapping[str, Any]
 
 
-def _latest_with(role: int, condition: ColumnElement[bool]) -> Select[Any]:
-    """The estimate of the latest fresh window per (model, segment) meeting ``condition``."""
-    joined = and_(
-        WA.model_id == WM.model_id, WA.segment == WM.segment, WA.window_start == WM.window_start
-    )
-    latest = (
-        select(
-            WM.model_id.label("model_id"),
-            WM.segment.label("segment"),
-            func.max(WM.window_start).label("window_start"),
-        )
-        .join(WA, joined)
-        .where(WM.status == "fresh", condition)
-        .group_by(WM.model_id, WM.segment)
-        .subquery()
-    )
-    return select(
-        literal(role).label("role"), WM.model_id, WM.segment, WM.window_start, _as_text(WM.estimate)
-    ).join(
-        latest,
-        and_(
-            latest.c.model_id == WM.model_id,
-            latest.c.segment == WM.segment,
-            latest.c.window_start == WM.window_start,
-        ),
-    )
-
-
 def read_estimates(session: Session) -> tuple[list[StoredEstimate], list[StoredEstimate]]:
     """Per (model, segment): the latest stored estimate, and the latest with an error.
 
     One statement (the two selections of the module docstring, UNION ALL).
     """
-    statement = union_all(
-        _latest_with(0, WA.n_unlabelled > 0), _latest_with(1, and_(WA.n_unlabelled > 0, WA.n > 0))
-    )
     out: tuple[list[StoredEstimate], list[StoredEstimate]] = ([], [])
-    for role, model_id, segment, start, text in session.execute(statement).all():
-        document = _json(text)
+    for role, model_id, segment, start, text in latest_estimates(session):
+        document = json_document(text)
         if isinstance(document, Mapping):
             out[int(role)].append(StoredEstimate(int(model_id), segment, start, document))
     return out
@@ -104,7 +72,7 @@ def _metric_samples(
     if not isinstance(values, Mapping):
         return
     for name, raw in values.items():
-        value = _finite(raw)
+        value = finite(raw)
         if value is not None:
             out.append(((*labels, name), value))
 

@@ -30,7 +30,7 @@ DRIFT_KINDS: tuple[str, ...] = ("prior", "likelihood")
 """``kind`` label values of the drift gauges."""
 
 
-def _finite(value: Any) -> float | None:
+def finite(value: Any) -> float | None:
     """``value`` as a float, or None when it is absent, not a number, or not finite."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -66,14 +66,14 @@ def window_series(model: ModelRow, segment: str, window: LatestWindow) -> Series
             if math.isfinite(raw):
                 metric.append(((*labels, name), raw))
             continue
-        value = _finite(raw)
+        value = finite(raw)
         if value is not None:
             metric.append(((*labels, name), value))
     lower, upper = out[names.WINDOW_METRIC_LOWER], out[names.WINDOW_METRIC_UPPER]
     for name, bounds in window.intervals.items():
         if not isinstance(bounds, Mapping):
             continue
-        low, high = _finite(bounds.get("lower")), _finite(bounds.get("upper"))
+        low, high = finite(bounds.get("lower")), finite(bounds.get("upper"))
         if low is not None:
             lower.append(((*labels, name), low))
         if high is not None:
@@ -113,7 +113,7 @@ def _add_drift(out: Series, labels: tuple[str, str], drift: Mapping[str, Any] | 
         flag = test.get("flag")
         if isinstance(flag, bool):
             out[names.DRIFT_FLAG].append(((*labels, kind), 1.0 if flag else 0.0))
-        p_value, effect = _finite(test.get("p_value")), _finite(test.get("effect"))
+        p_value, effect = finite(test.get("p_value")), finite(test.get("effect"))
         if p_value is not None:
             out[names.DRIFT_P_VALUE].append(((*labels, kind), p_value))
         if effect is not None:

@@ -43,22 +43,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, select, tuple_
 from sqlalchemy.orm import Session
 
-from app.db.models import WA, WM
+from app.db import scrape
 from app.exporter import names
 from app.exporter.names import STREAK_FAMILIES
 from app.exporter.part import StoredPartCollector
-from app.exporter.reads import KEYS_PER_QUERY, ModelRow
+from app.exporter.reads import ModelRow
 from app.exporter.series import DRIFT_KINDS, objective_labels, segment_label
 from app.exporter.text import Series
 from app.sla.objectives import Objective, evaluate_objective
-from app.statuses import SlaStatus, StoredStatus
+from app.statuses import SlaStatus
 
 STREAK_WINDOWS = 24
 """Most recent fresh windows read per (model, segment): the largest streak exposed."""
-
 
 Outcome = bool | None
 """A condition in one window: raised, not raised, or untested (None)."""
@@ -143,34 +141,21 @@ def read_outcomes(
     since its key was read comes back under its new key.
     """
     names = sorted({o.evaluated_as for key in keys for o in objectives[key[0]]})
-    columns = [WM.drift[(kind, "flag")].as_boolean() for kind in DRIFT_KINDS]
-    columns.append(WM.detail_version == WM.aggregate_version)
-    for name in names:
-        columns.append(WM.metrics[name].as_float())
-        columns.append(WM.intervals[(name, "lower")].as_float())
-        columns.append(WM.intervals[(name, "upper")].as_float())
+    wanted = [(m, seg, start) for m, seg, start, _ in keys]
     first = 5 + len(DRIFT_KINDS)
     out: dict[StoredKey, Outcomes] = {}
-    for i in range(0, len(keys), KEYS_PER_QUERY):
-        wanted = [(m, seg, start) for m, seg, start, _ in keys[i : i + KEYS_PER_QUERY]]
-        rows = session.execute(
-            select(WM.model_id, WM.segment, WM.window_start, WM.computed_at, *columns).where(
-                WM.status == StoredStatus.FRESH,
-                tuple_(WM.model_id, WM.segment, WM.window_start).in_(wanted),
-            )
-        ).all()
-        for row in rows:
-            key = (int(row[0]), row[1], row[2], row[3])
-            values = row[first:]
-            metrics = {name: values[3 * j] for j, name in enumerate(names)}
-            intervals = {
-                name: {"lower": values[3 * j + 1], "upper": values[3 * j + 2]}
-                for j, name in enumerate(names)
-            }
-            flags, current = tuple(row[4 : first - 1]), bool(row[first - 1])
-            out[key] = window_outcomes(
-                objectives[key[0]], flags, metrics, intervals, detail_current=current
-            )
+    for row in scrape.outcome_values(session, wanted, DRIFT_KINDS, names):
+        key = (int(row[0]), row[1], row[2], row[3])
+        values = row[first:]
+        metrics = {name: values[3 * j] for j, name in enumerate(names)}
+        intervals = {
+            name: {"lower": values[3 * j + 1], "upper": values[3 * j + 2]}
+            for j, name in enumerate(names)
+        }
+        flags, current = tuple(row[4 : first - 1]), bool(row[first - 1])
+        out[key] = window_outcomes(
+            objectives[key[0]], flags, metrics, intervals, detail_current=current
+        )
     return out
 
 
@@ -186,11 +171,7 @@ lowers the count (workers' clocks are assumed to agree)."""
 
 def read_stamps(session: Session) -> dict[Group, Stamp]:
     """The :data:`Stamp` of every group with a fresh window (one statement)."""
-    rows = session.execute(
-        select(WM.model_id, WM.segment, func.count(), func.max(WM.computed_at))
-        .where(WM.status == StoredStatus.FRESH)
-        .group_by(WM.model_id, WM.segment)
-    ).all()
+    rows = scrape.fresh_stamps(session)
     return {(int(m), seg): (int(n), latest) for m, seg, n, latest in rows}
 
 
@@ -200,44 +181,8 @@ def read_recent_keys(
     """The keys of the ``limit`` most recent fresh windows with labelled rows of every
     group (or of ``groups``, 500 per statement), newest first within each. (A window of
     unlabelled rows only tests nothing: it neither counts nor breaks a streak.)"""
-    ranked = (
-        select(
-            WM.model_id,
-            WM.segment,
-            WM.window_start,
-            WM.computed_at,
-            func.row_number()
-            .over(partition_by=(WM.model_id, WM.segment), order_by=WM.window_start.desc())
-            .label("rank"),
-        )
-        .join(
-            WA,
-            and_(
-                WA.model_id == WM.model_id,
-                WA.segment == WM.segment,
-                WA.window_start == WM.window_start,
-            ),
-        )
-        .where(WM.status == StoredStatus.FRESH, WA.n > 0)
-    )
-    if groups is None:
-        filters = [ranked]
-    else:
-        wanted = sorted(groups)
-        filters = [
-            ranked.where(tuple_(WM.model_id, WM.segment).in_(wanted[i : i + KEYS_PER_QUERY]))
-            for i in range(0, len(wanted), KEYS_PER_QUERY)
-        ]
-    out: list[StoredKey] = []
-    for statement in filters:
-        recent = statement.subquery()
-        rows = session.execute(
-            select(recent.c.model_id, recent.c.segment, recent.c.window_start, recent.c.computed_at)
-            .where(recent.c.rank <= limit)
-            .order_by(recent.c.model_id, recent.c.segment, recent.c.window_start.desc())
-        ).all()
-        out.extend((int(m), seg, start, computed) for m, seg, start, computed in rows)
-    return out
+    rows = scrape.recent_keys(session, groups, limit)
+    return [(int(m), seg, start, computed) for m, seg, start, computed in rows]
 
 
 @dataclass(frozen=True)

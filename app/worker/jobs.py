@@ -29,6 +29,7 @@ from app.services.refresh.budget import DetailBudget
 from app.services.refresh.groups import (
     ClaimedWindow,
     Outcome,
+    RefreshPolicy,
     claim_windows,
     persist_group,
     refresh_group,
@@ -89,9 +90,8 @@ class DatabaseJobs:
         self.housekeeping_interval_seconds = housekeeping_interval_seconds
         self.settle_seconds = settle_seconds
         self.claim_group_size = claim_group_size
-        self.detail_interval_seconds = detail_interval_seconds
         self.cache = ReferenceCache(reference_cache_mb * 2**20)
-        self.budget = DetailBudget(detail_share)
+        self.policy = RefreshPolicy(detail_interval_seconds, DetailBudget(detail_share))
         self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
         self._next_housekeeping = time.monotonic()
         self.batches_deleted = 0
@@ -139,8 +139,7 @@ class DatabaseJobs:
                 job,
                 self.cache,
                 should_stop=stop.is_set if stop else lambda: False,
-                detail_interval_seconds=self.detail_interval_seconds,
-                budget=self.budget,
+                policy=self.policy,
             )
         for outcome in outcomes:
             self.outcomes[outcome] += 1

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db.models import ALL_SEGMENTS
+from app.db.references import ReferenceRows
 from app.services.models.config import ModelConfig
 from app.services.refresh.groups import claim_windows, refresh_group
 from app.services.windows import reference_cache
@@ -72,7 +73,7 @@ def _get(
 ) -> WindowSums | None:
     """The reference of the window after ``start`` (trailing 1: the window at ``start``)."""
     with factory() as session:
-        return cache.get(session, model, ALL_SEGMENTS, start, _next(model, start))
+        return cache.get(ReferenceRows(session), model, ALL_SEGMENTS, start, _next(model, start))
 
 
 def _next(model: ModelConfig, start: datetime) -> datetime:
@@ -119,9 +120,11 @@ def test_a_group_reads_its_versions_and_its_missing_sums_at_once_and_forgets_the
     for loads in (1, 0):  # the second group finds both sums cached: no row is read again
         with factory() as session:
             seen = _counting(session)
-            with cache.versions_read(session, [*periods, None]):
+            with cache.versions_read(ReferenceRows(session), [*periods, None]):
                 got = [
-                    cache.get(session, model, ALL_SEGMENTS, start, _next(model, start))
+                    cache.get(
+                        ReferenceRows(session), model, ALL_SEGMENTS, start, _next(model, start)
+                    )
                     for start in starts[:2]
                 ]
             assert len(seen) == 1 + loads  # one versions query, one for the missing sums
@@ -140,10 +143,10 @@ def test_a_group_reads_ahead_the_sums_of_a_bounded_number_of_windows(
     periods = [(model.id, ALL_SEGMENTS, start, _next(model, start)) for start in starts[:2]]
     with factory() as session:
         seen = _counting(session)
-        with cache.versions_read(session, periods):
+        with cache.versions_read(ReferenceRows(session), periods):
             assert len(seen) == 2  # the versions, then the first reference's rows
             got = [
-                cache.get(session, model, ALL_SEGMENTS, start, _next(model, start))
+                cache.get(ReferenceRows(session), model, ALL_SEGMENTS, start, _next(model, start))
                 for start in starts[:2]
             ]
         assert len(seen) == 3  # the second reference's rows, by its get

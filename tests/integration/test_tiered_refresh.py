@@ -27,6 +27,7 @@ from app.services.read.windows import get_window
 from app.services.refresh.budget import DetailBudget
 from app.services.refresh.groups import (
     ClaimedWindow,
+    RefreshPolicy,
     claim_windows,
     refresh_group,
 )
@@ -52,9 +53,7 @@ def refresh(
         group = claim_windows(session, lease_seconds=30.0)
         if not group:
             return None
-        refresh_group(
-            session, group, ReferenceCache(), detail_interval_seconds=interval, budget=budget
-        )
+        refresh_group(session, group, ReferenceCache(), policy=RefreshPolicy(interval, budget))
         return group[0]
 
 
@@ -248,11 +247,11 @@ def test_a_short_queue_refreshes_in_full_and_a_backlog_in_summaries(
     with factory() as session:  # 5 waiting, groups of 2: a whole group, a backlog
         backlog = claim_windows(session, lease_seconds=30.0, group_size=2)
         assert len(backlog) == 2 and all(c.backlog for c in backlog)
-        refresh_group(session, backlog, ReferenceCache(), detail_interval_seconds=INTERVAL)
+        refresh_group(session, backlog, ReferenceCache(), policy=RefreshPolicy(INTERVAL))
     with factory() as session:  # 3 waiting, groups of 4: a short queue
         short = claim_windows(session, lease_seconds=30.0, group_size=4)
         assert len(short) == 1 and not short[0].backlog
-        refresh_group(session, short, ReferenceCache(), detail_interval_seconds=INTERVAL)
+        refresh_group(session, short, ReferenceCache(), policy=RefreshPolicy(INTERVAL))
     for claimed, full in [(backlog[0], False), (backlog[1], False), (short[0], True)]:
         model_id, start = claimed.claim.model_id, claimed.claim.window_start
         stored = metrics_rows(factory, model_id)[(ALL_SEGMENTS, start)]

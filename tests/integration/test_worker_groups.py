@@ -31,6 +31,7 @@ from app.services.refresh.groups import (
     ClaimedWindow,
     Computed,
     Outcome,
+    RefreshPolicy,
     claim_windows,
     persist_group,
     refresh_group,
@@ -290,7 +291,7 @@ def test_a_group_stores_full_and_summary_results_side_by_side(
     with factory() as session:  # the open window has a stored detail (version 1)
         (first,) = claim_windows(session, lease_seconds=60)
         assert first.claim.window_start == current
-        refresh_group(session, [first], ReferenceCache(), detail_interval_seconds=0.0)
+        refresh_group(session, [first], ReferenceCache(), policy=RefreshPolicy(0.0))
     before = metrics_rows(factory, model.id)[(ALL_SEGMENTS, current)]
     assert before.detail_version == 1 and before.curves is not None
     for start in (current, *others):  # 4 windows wait: a claim takes the 2 oldest changes
@@ -299,7 +300,7 @@ def test_a_group_stores_full_and_summary_results_side_by_side(
     group = _claim(factory, group_size=2)
     assert [c.claim.window_start for c in group] == [closed, current]
     with factory() as session:
-        outcomes = refresh_group(session, group, ReferenceCache(), detail_interval_seconds=300.0)
+        outcomes = refresh_group(session, group, ReferenceCache(), policy=RefreshPolicy(300.0))
     assert outcomes == [Outcome.STORED, Outcome.STORED]
     stored = metrics_rows(factory, model.id)
     full, summary = stored[(ALL_SEGMENTS, closed)], stored[(ALL_SEGMENTS, current)]

@@ -15,12 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.config import Settings
+from app.db.models import SUM_COLUMNS, WindowAggregate
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.services.ingest.batch import batch_delta
 from app.services.ingest.parse import ParsedBatch, parse_batch
 from app.services.models.config import ModelConfig
+from app.services.windows.aggregate_row import AggregateRow
 from app.services.windows.deltas import (
     Delta,
     ExactSums,
@@ -284,3 +286,10 @@ def test_a_memory_error_is_raised_not_taken_for_a_poison_row(
         monkeypatch.setattr(Delta, "from_row", from_row)
         with pytest.raises(MemoryError):
             fold_rows(EMPTY, None, rows, MODEL.n_bins)  # type: ignore[arg-type]
+
+
+def test_the_sum_columns_are_what_the_window_model_reads_of_a_row() -> None:
+    """app/db selects SUM_COLUMNS for the drift references; WindowSums.from_row reads
+    AggregateRow: the same names, each a column of window_aggregate."""
+    assert tuple(AggregateRow.__annotations__) == SUM_COLUMNS
+    assert set(SUM_COLUMNS) <= set(WindowAggregate.__table__.columns.keys())

@@ -89,7 +89,7 @@ METRICS_COMPUTATION = (
 USE_CASES = ("app.services.refresh", "app.services.read")
 ROOMS: dict[str, str] = {
     "app.services.models": "the models, their settings, keys and caches",
-    "app.services.windows": "the window model (sums, deltas, computation; no SQL)",
+    "app.services.windows": "the window model (sums, deltas, computation; no SQL, no storage)",
     "app.services.ingest": "use case: accept a batch",
     "app.services.refresh": "use case: keep stored results current (the worker's)",
     "app.services.read": "use case: read windows and SLA reports",
@@ -122,14 +122,15 @@ RULES: tuple[Rule, ...] = (
         Rule(f"app.services.{room}", (*WEB, "app.worker", "app.exporter", *banned))
         for room, banned in {
             "models": ("app.services.ingest", "app.services.windows", *USE_CASES),
-            "windows": ("app.services.ingest", *USE_CASES),
+            "windows": ("app.services.ingest", *USE_CASES, *STORAGE),
             "ingest": USE_CASES,
             "refresh": ("app.services.ingest", "app.services.read"),
             "read": ("app.services.ingest", "app.services.refresh"),
         }.items()
     ),
 )
-"""The layering rules. To add a pure package (e.g. app.estimation), add it to
+"""The layering rules (the window model loads no storage code at all: its rows come
+from app.db through the use-case rooms). To add a pure package (e.g. app.estimation), add it to
 LAYERS and add ``Rule("app.estimation", (*STORAGE, *WEB, *EXPORTER, *DOMAIN),
 frozenset({"numpy", "scipy"}))``."""
 
@@ -309,12 +310,13 @@ def test_every_service_module_is_in_a_room() -> None:
     [
         ("app.services.read", {"app.services.read.windows": {"app.services.refresh.groups"}}),
         ("app.services.windows", {"app.services.windows.deltas": {"app.services.ingest.parse"}}),
+        ("app.services.windows", {"app.services.windows.reference_cache": {"app.db.references"}}),
         (
             "app.services.models",
             {"app.services.models.retention": {"app.services.windows.reference"}},
         ),
     ],
-    ids=["read-refresh", "windows-ingest", "models-windows"],
+    ids=["read-refresh", "windows-ingest", "windows-db", "models-windows"],
 )
 def test_a_wrong_arrow_between_rooms_fails_the_check(room: str, extra: dict[str, set[str]]) -> None:
     rule = next(r for r in RULES if r.package == room)
@@ -513,3 +515,83 @@ def test_importing_the_client_loads_nothing_of_the_server() -> None:
     assert "priorwatch_client.client" in loaded
     server = ("app", "migrations", "scipy", "pydantic", *STORAGE, *WEB, *EXPORTER)
     assert not sorted(m for m in loaded if _in(m, server))
+
+
+# --- SQL lives in app/db ------------------------------------------------------------
+
+SQL_BUILDERS = frozenset(
+    {
+        *("select", "insert", "update", "delete", "text", "func", "union", "union_all"),
+        *("literal", "literal_column", "and_", "or_", "not_", "tuple_", "case", "cast"),
+        *("bindparam", "exists", "true", "false", "null", "column", "table", "values"),
+    }
+)
+"""SQLAlchemy's statement and expression builders: only app/db may use them."""
+SQL_MODULES = frozenset({"sql", "expression", "dialects", "postgresql", "sqlite", "future"})
+"""SQLAlchemy modules that, imported by name, give access to the builders."""
+
+
+def _sql_builders(source: str, filename: str = "<synthetic>") -> list[str]:
+    """Where ``source`` imports a SQL builder of SQLAlchemy, or uses one through an
+    imported SQLAlchemy module (``sa.select``, ``postgresql.insert``), as ``line: name``."""
+    tree = ast.parse(source, filename=filename)
+    found: list[str] = []
+    aliases: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases.update(
+                (a.asname or a.name).split(".")[0]
+                for a in node.names
+                if a.name.split(".")[0] == "sqlalchemy"
+            )
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlalchemy":
+            for a in node.names:
+                if a.name in SQL_BUILDERS:
+                    found.append(f"{node.lineno}: {node.module}.{a.name}")
+                elif a.name in SQL_MODULES:
+                    aliases.add(a.asname or a.name)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in SQL_BUILDERS
+            and isinstance(node.value, ast.Name | ast.Attribute)
+            and ast.unparse(node.value).split(".")[0] in aliases
+        ):
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return sorted(found)
+
+
+def test_no_sql_outside_the_db_package() -> None:
+    """Statements are built in app/db only: services, the exporter, the API and the
+    worker call its helpers (and own the transactions)."""
+    offenders = [
+        f"{module}:{where}"
+        for module, path in sorted(_modules().items())
+        if not _in(module, ("app.db",))
+        for where in _sql_builders(path.read_text(), str(path))
+    ]
+    assert not offenders, "move the SQL into app/db:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from sqlalchemy import Row, select", ["1: sqlalchemy.select"]),
+        (
+            "def f():\n    from sqlalchemy import func, text",
+            ["2: sqlalchemy.func", "2: sqlalchemy.text"],
+        ),
+        (
+            "from sqlalchemy.dialects.postgresql import insert",
+            ["1: sqlalchemy.dialects.postgresql.insert"],
+        ),
+        ("import sqlalchemy as sa\nq = sa.select(1)", ["2: sa.select"]),
+        ("from sqlalchemy.dialects import sqlite\nsqlite.insert(t)", ["2: sqlite.insert"]),
+        ("from sqlalchemy.orm import Session\nfrom sqlalchemy.exc import SQLAlchemyError", []),
+    ],
+    ids=["builder", "lazy", "dialect-insert", "module-alias", "dialect-module", "allowed"],
+)
+def test_a_sql_builder_outside_the_db_package_fails_the_check(
+    source: str, expected: list[str]
+) -> None:
+    assert _sql_builders(source) == expected

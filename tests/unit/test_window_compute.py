@@ -24,13 +24,12 @@ from app.metrics.evaluate import CURVE_METRICS, evaluate, threshold_suffix
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import (
     INSUFFICIENT,
-    MAX_CURVE_POINTS,
     MIN_OPS_AUC_PR_POSITIVES_X_PRIOR,
     TINY_PRIOR_AUC_PR,
     compute_window_result,
-    downsample_indices,
 )
 from app.services.windows.reference import baseline_period, dependent_windows
+from app.services.windows.shape import MAX_CURVE_POINTS, downsample_indices
 from app.services.windows.sums import WindowSums, sums_seed
 from app.sla.objectives import has_interval
 from app.statuses import DriftStatus, DriftVerdict

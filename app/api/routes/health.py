@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.responses import Response
 
 from app.api.errors import problem_response, problem_type
-from app.db.migrate import current_revisions, head_revisions
+from app.db.migrate import head_revisions, reachable_revisions
 
 router = APIRouter(tags=["health"])
 
@@ -26,11 +25,8 @@ def healthz() -> dict[str, str]:
     responses={503: {"description": "not ready (problem+json)"}},
 )
 def readyz(request: Request) -> Any:
-    engine = request.app.state.engine
     try:
-        with engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
-            current = current_revisions(connection)
+        current = reachable_revisions(request.app.state.engine)
     except SQLAlchemyError as exc:
         return _not_ready(request, f"database unreachable ({type(exc).__name__})")
     heads = head_revisions()

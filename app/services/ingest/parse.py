@@ -23,6 +23,7 @@ here touches the database.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -302,6 +303,115 @@ def _parse_confusion_matrix(raw: Any) -> ConfusionCounts:
     return ConfusionCounts(*(float(values[k]) for k in ("tp", "fp", "fn", "tn")))
 
 
+@dataclass(frozen=True)
+class _Content:
+    """What a batch of one kind counts: the fields of :class:`ParsedBatch` its kind sets."""
+
+    confusion: tuple[ConfusionCounts | None, ...]
+    n: int = 0
+    positives: int = 0
+    hist_positives: Counts | None = None
+    hist_negatives: Counts | None = None
+    sums: ProbabilitySums | None = None
+    unlabelled: Counts | None = None
+
+
+def _unknown(model: ModelConfig) -> tuple[None, ...]:
+    """A matrix per threshold, none of them known."""
+    return (None,) * len(model.thresholds)
+
+
+def _scores_batch(doc: dict[str, Any], model: ModelConfig, settings: Settings) -> _Content:
+    """``scores`` with ``labels``, or ``scores`` alone (rows without labels)."""
+    if "labels" not in doc:
+        scores = unlabelled_scores_array(doc, max_rows=settings.max_batch_rows)
+        no_labels = np.zeros(scores.size, dtype=np.bool_)
+        _, unlabelled = histogram_counts(scores, no_labels, model.bin_edges)
+        return _Content(_unknown(model), unlabelled=unlabelled)
+    s, y = scores_labels_arrays(doc, max_rows=settings.max_batch_rows)
+    pos, neg = histogram_counts(s, y, model.bin_edges)
+    return _Content(
+        confusion=_confusion_from_histograms(model, pos, neg),
+        n=int(s.size),
+        positives=int(np.count_nonzero(y)),
+        hist_positives=pos,
+        hist_negatives=neg,
+        sums=ProbabilitySums.from_predictions(s, y),
+    )
+
+
+def _histogram_batch(doc: dict[str, Any], model: ModelConfig, _settings: Settings) -> _Content:
+    """``histogram``: per-class counts per bin (dense or sparse), unlabelled counts, or
+    both, with optional score sums."""
+    raw = doc["histogram"]
+    keys = set(raw) if isinstance(raw, dict) else set()
+    labelled = {"positives", "negatives"}
+    if not keys or len(keys & labelled) == 1 or keys.isdisjoint(labelled | {"unlabelled"}):
+        raise InvalidInput(
+            "histogram",
+            'must be an object {"positives": [...], "negatives": [...]}, '
+            '{"unlabelled": [...]} or all three',
+        )
+    unknown_keys = sorted(keys - HISTOGRAM_FIELDS)
+    if unknown_keys:
+        raise InvalidInput(f"histogram.{unknown_keys[0]}", "unknown field")
+    if "sums" in keys and not labelled <= keys:
+        raise InvalidInput("histogram.sums", "needs positives and negatives")
+    pos = neg = unlabelled = None
+    if labelled <= keys:
+        pos = _class_counts("histogram.positives", raw["positives"], model.n_bins)
+        neg = _class_counts("histogram.negatives", raw["negatives"], model.n_bins)
+    if "unlabelled" in keys:
+        unlabelled = _class_counts("histogram.unlabelled", raw["unlabelled"], model.n_bins)
+    # every count is at most 2^40, so the int64 sums below cannot overflow
+    check_batch_total(
+        "histogram", sum(int(c.sum()) for c in (pos, neg, unlabelled) if c is not None)
+    )
+    if pos is None or neg is None:
+        return _Content(_unknown(model), unlabelled=unlabelled)
+    positives = int(pos.sum())
+    n = positives + int(neg.sum())
+    sums = parse_score_sums(raw["sums"], positives, n - positives) if "sums" in raw else None
+    confusion = _confusion_from_histograms(model, pos, neg)
+    return _Content(confusion, n, positives, pos, neg, sums, unlabelled)
+
+
+def _confusion_matrix_batch(
+    doc: dict[str, Any], model: ModelConfig, _settings: Settings
+) -> _Content:
+    """``confusion_matrix``: the matrix at the model's primary threshold."""
+    cm = _parse_confusion_matrix(doc["confusion_matrix"])
+    confusion = (cm, *_unknown(model)[1:])
+    return _Content(confusion, n=int(cm.n), positives=int(cm.positives))
+
+
+_PARSERS: dict[str, Callable[[dict[str, Any], ModelConfig, Settings], _Content]] = {
+    "scores": _scores_batch,
+    "histogram": _histogram_batch,
+    "confusion_matrix": _confusion_matrix_batch,
+}
+"""The parser of each batch kind (:data:`app.db.models.BATCH_KINDS`)."""
+
+
+def _segment(doc: dict[str, Any], model: ModelConfig) -> str | None:
+    segment = doc.get("segment")
+    if segment is not None and (not isinstance(segment, str) or segment not in model.segments):
+        registered = ", ".join(sorted(model.segments)) or "none"
+        raise InvalidInput("segment", f"{segment!r} is not a registered segment ({registered})")
+    return segment
+
+
+def _kind(doc: dict[str, Any]) -> str:
+    kinds = [k for k in BATCH_KINDS if k in doc]
+    if "labels" in doc and "scores" not in doc:
+        kinds.append("scores")
+    if len(kinds) != 1:
+        raise InvalidInput(
+            "body", "give exactly one of scores (+ labels), histogram or confusion_matrix"
+        )
+    return kinds[0]
+
+
 def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: datetime) -> ParsedBatch:
     """Validate a batch body for ``model`` and reduce it to window sums.
 
@@ -328,82 +438,20 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
     if unknown:
         raise InvalidInput(unknown[0], "unknown field")
     event_at = parse_timestamp(doc.get("timestamp"), now=now, settings=settings)
-    segment = doc.get("segment")
-    if segment is not None and (not isinstance(segment, str) or segment not in model.segments):
-        registered = ", ".join(sorted(model.segments)) or "none"
-        raise InvalidInput("segment", f"{segment!r} is not a registered segment ({registered})")
-
-    kinds = [k for k in BATCH_KINDS if k in doc]
-    if "labels" in doc and "scores" not in doc:
-        kinds.append("scores")
-    if len(kinds) != 1:
-        raise InvalidInput(
-            "body", "give exactly one of scores (+ labels), histogram or confusion_matrix"
-        )
-    kind = kinds[0]
-    start = window_start(event_at, model.window)
-    sums: ProbabilitySums | None = None
-    pos: Counts | None = None
-    neg: Counts | None = None
-    unlabelled: Counts | None = None
-    confusion: tuple[ConfusionCounts | None, ...] = (None,) * len(model.thresholds)
-    n = positives = 0
-    if kind == "scores" and "labels" not in doc:
-        scores = unlabelled_scores_array(doc, max_rows=settings.max_batch_rows)
-        _, unlabelled = histogram_counts(
-            scores, np.zeros(scores.size, dtype=np.bool_), model.bin_edges
-        )
-    elif kind == "scores":
-        s, y = scores_labels_arrays(doc, max_rows=settings.max_batch_rows)
-        pos, neg = histogram_counts(s, y, model.bin_edges)
-        sums = ProbabilitySums.from_predictions(s, y)
-        confusion = _confusion_from_histograms(model, pos, neg)
-        n, positives = int(s.size), int(np.count_nonzero(y))
-    elif kind == "histogram":
-        raw = doc["histogram"]
-        keys = set(raw) if isinstance(raw, dict) else set()
-        labelled = {"positives", "negatives"}
-        if not keys or len(keys & labelled) == 1 or keys.isdisjoint(labelled | {"unlabelled"}):
-            raise InvalidInput(
-                "histogram",
-                'must be an object {"positives": [...], "negatives": [...]}, '
-                '{"unlabelled": [...]} or all three',
-            )
-        unknown_keys = sorted(keys - HISTOGRAM_FIELDS)
-        if unknown_keys:
-            raise InvalidInput(f"histogram.{unknown_keys[0]}", "unknown field")
-        if "sums" in keys and not labelled <= keys:
-            raise InvalidInput("histogram.sums", "needs positives and negatives")
-        if labelled <= keys:
-            pos = _class_counts("histogram.positives", raw["positives"], model.n_bins)
-            neg = _class_counts("histogram.negatives", raw["negatives"], model.n_bins)
-        if "unlabelled" in keys:
-            unlabelled = _class_counts("histogram.unlabelled", raw["unlabelled"], model.n_bins)
-        # every count is at most 2^40, so the int64 sums below cannot overflow
-        check_batch_total(
-            "histogram", sum(int(c.sum()) for c in (pos, neg, unlabelled) if c is not None)
-        )
-        if pos is not None and neg is not None:
-            positives = int(pos.sum())
-            n = positives + int(neg.sum())
-            confusion = _confusion_from_histograms(model, pos, neg)
-            if "sums" in raw:
-                sums = parse_score_sums(raw["sums"], positives, n - positives)
-    else:
-        cm = _parse_confusion_matrix(doc["confusion_matrix"])
-        confusion = (cm,) + (None,) * (len(model.thresholds) - 1)
-        n, positives = int(cm.n), int(cm.positives)
+    segment = _segment(doc, model)
+    kind = _kind(doc)
+    content = _PARSERS[kind](doc, model, settings)
     return ParsedBatch(
         kind=kind,
         event_at=event_at,
-        window_start=start,
+        window_start=window_start(event_at, model.window),
         segment=segment,
-        n=n,
-        positives=positives,
-        hist_positives=pos,
-        hist_negatives=neg,
-        confusion=confusion,
-        sums=sums,
-        unlabelled=unlabelled,
-        n_unlabelled=0 if unlabelled is None else int(unlabelled.sum()),
+        n=content.n,
+        positives=content.positives,
+        hist_positives=content.hist_positives,
+        hist_negatives=content.hist_negatives,
+        confusion=content.confusion,
+        sums=content.sums,
+        unlabelled=content.unlabelled,
+        n_unlabelled=0 if content.unlabelled is None else int(content.unlabelled.sum()),
     )

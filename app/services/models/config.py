@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from app.db.models import Model
 from app.drift.settings import DriftSettings
+
+if TYPE_CHECKING:
+    from app.db.models import Model
 
 
 @dataclass(frozen=True, eq=False)

@@ -17,8 +17,8 @@ all-traffic window (stored under the segment key ``"*"``) as ``segment: null``.
   :func:`compute_window_result`, against the same drift reference the worker
   would use. They are always ``"fresh"`` (computed from the current sums).
 
-Queries here only read; the caller's session is left with at most an open
-read transaction.
+The SQL is in :mod:`app.db.reads`; it only reads: the caller's session is
+left with at most an open read transaction.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Subquery, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from app.db import queries
-from app.db.models import ALL_SEGMENTS, WA, WM, BatchDelta, WindowAggregate
+from app.db import reads
+from app.db.models import ALL_SEGMENTS, BatchDelta, WindowAggregate
+from app.db.references import ReferenceRows
 from app.errors import InvalidInput
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
@@ -248,59 +248,6 @@ def is_fresh(
 # --- stored windows ------------------------------------------------------------
 
 
-def _stored_columns(unfolded: Subquery, with_curves: bool) -> list[Any]:
-    columns: list[Any] = [
-        WA.window_start,
-        (WA.n + func.coalesce(unfolded.c.n, 0)).label("n"),
-        (WA.positives + func.coalesce(unfolded.c.positives, 0)).label("positives"),
-        func.coalesce(unfolded.c.deltas, 0).label("unfolded"),
-        WA.version,
-        WA.dirty,
-        WM.status,
-        WM.aggregate_version,
-        WM.computed_at,
-        WM.metrics,
-        WM.reasons,
-        WM.intervals,
-        WM.drift,
-        WM.error,
-        (WA.n_unlabelled + func.coalesce(unfolded.c.n_unlabelled, 0)).label("n_unlabelled"),
-        WM.estimate,
-        WM.detail_version,
-        WM.detail_computed_at,
-    ]
-    if with_curves:
-        columns.append(WM.curves)
-    return columns
-
-
-def _stored_select(model: ModelConfig, key: str, *, with_curves: bool) -> Any:
-    unfolded = queries.unfolded_totals(model.id, key)
-    return (
-        select(*_stored_columns(unfolded, with_curves))
-        .select_from(WA)
-        .outerjoin(
-            WM,
-            and_(
-                WM.model_id == WA.model_id,
-                WM.segment == WA.segment,
-                WM.window_start == WA.window_start,
-            ),
-        )
-        .outerjoin(unfolded, unfolded.c.window_start == WA.window_start)
-        .where(
-            WA.model_id == model.id,
-            WA.segment == key,
-            or_(_has_rows(), unfolded.c.deltas.is_not(None)),
-        )
-    )
-
-
-def _has_rows() -> Any:
-    """The aggregate holds rows, labelled or not."""
-    return (WA.n > 0) | (WA.n_unlabelled > 0)
-
-
 def _stored_view(model: ModelConfig, key: str, row: Any, *, with_curves: bool) -> WindowView:
     has_result = row.status is not None
     fresh = is_fresh(row.status, row.aggregate_version, row.version, row.dirty, row.unfolded)
@@ -332,11 +279,7 @@ def stored_windows(
     session: Session, model: ModelConfig, key: str, window_range: WindowRange
 ) -> list[WindowView]:
     """The stored windows of one segment key whose start is in the range, oldest first."""
-    rows = session.execute(
-        _stored_select(model, key, with_curves=False)
-        .where(WA.window_start >= window_range.start, WA.window_start < window_range.end)
-        .order_by(WA.window_start)
-    ).all()
+    rows = reads.stored_rows(session, model.id, key, window_range.start, window_range.end)
     return [_stored_view(model, key, row, with_curves=False) for row in rows]
 
 
@@ -344,9 +287,7 @@ def stored_window(
     session: Session, model: ModelConfig, key: str, start: datetime
 ) -> WindowView | None:
     """One stored window in full (curves included), or None when it holds no data."""
-    row = session.execute(
-        _stored_select(model, key, with_curves=True).where(WA.window_start == start)
-    ).one_or_none()
+    row = reads.stored_row(session, model.id, key, start)
     return None if row is None else _stored_view(model, key, row, with_curves=True)
 
 
@@ -357,19 +298,7 @@ def _merge_groups(
     session: Session, model: ModelConfig, key: str, window_range: WindowRange
 ) -> list[tuple[datetime, list[datetime]]]:
     """(merged start, stored starts) of every merged window with data, oldest first."""
-    unfolded = queries.unfolded_totals(model.id, key)
-    starts = session.scalars(
-        select(WA.window_start)
-        .outerjoin(unfolded, unfolded.c.window_start == WA.window_start)
-        .where(
-            WA.model_id == model.id,
-            WA.segment == key,
-            or_(_has_rows(), unfolded.c.deltas.is_not(None)),
-            WA.window_start >= window_range.start,
-            WA.window_start < window_range.end,
-        )
-        .order_by(WA.window_start)
-    ).all()
+    starts = reads.starts_with_data(session, model.id, key, window_range.start, window_range.end)
     if len(starts) > MAX_MERGED_SOURCE_WINDOWS:
         raise InvalidInput(
             "from",
@@ -403,11 +332,9 @@ def _merged_view(
     *,
     with_curves: bool,
 ) -> WindowView | None:
-    rows = session.scalars(
-        select(WA).where(WA.model_id == model.id, WA.segment == key, WA.window_start.in_(sources))
-    ).all()
+    rows = reads.aggregates_at(session, model.id, key, sources)
     deltas: dict[datetime, list[BatchDelta]] = {}
-    for d in queries.unfolded_deltas(session, model.id, key, sources):
+    for d in reads.unfolded_deltas(session, model.id, key, sources):
         deltas.setdefault(d.window_start, []).append(d)
     try:
         sums = WindowSums.merge(
@@ -419,7 +346,7 @@ def _merged_view(
         period = baseline_period(model, start, end)
         reference = None
         if period is not None and not period.contains_window:
-            reference = cache.get(session, model, key, period.start, period.end)
+            reference = cache.get(ReferenceRows(session), model, key, period.start, period.end)
     except CountOverflow as exc:
         raise InvalidInput("granularity", f"{exc}; use a finer granularity") from None
     result = compute_window_result(

@@ -40,13 +40,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
 from app.db import queue
-from app.db.models import Model
 from app.db.queue import Claim
-from app.db.session import BINARY_RESULTS, write_transaction
+from app.db.references import ReferenceRows
+from app.db.session import write_transaction
 from app.services.models.config import ModelConfig
 from app.services.refresh.budget import DetailBudget
 from app.services.refresh.document import KEPT_BY_SUMMARY, window_document
@@ -85,6 +85,29 @@ class ClaimedWindow:
     @property
     def sums(self) -> WindowSums:
         return self.folded.sums
+
+
+@dataclass(frozen=True)
+class RefreshPolicy:
+    """How a worker tiers its refreshes (:mod:`app.services.refresh.tiers`).
+
+    Attributes
+    ----------
+    detail_interval_seconds : float
+        Longest lag of an open window's detail tier behind its data (the worker
+        setting; 0: every refresh is full).
+    budget : DetailBudget or None
+        The worker's budget (:mod:`app.services.refresh.budget`): due details are
+        deferred while they took more than their share of its time, and each
+        computation is accounted in it. None: no bound.
+    """
+
+    detail_interval_seconds: float = 0.0
+    budget: DetailBudget | None = None
+
+
+EVERY_REFRESH_FULL = RefreshPolicy()
+"""No tiers: every refresh computes the detail too."""
 
 
 class Outcome(enum.Enum):
@@ -128,12 +151,7 @@ def claim_windows(
         if not claimed:
             return []
         ids = {claim.model_id for claim, _ in claimed}
-        models = {
-            row.id: ModelConfig.from_row(row)
-            for row in session.scalars(
-                select(Model).where(Model.id.in_(ids)), execution_options=BINARY_RESULTS
-            )
-        }
+        models = {row.id: ModelConfig.from_row(row) for row in queue.claimed_models(session, ids)}
         deltas = queue.claimed_deltas(session, [claim for claim, _ in claimed])
         backlog = len(claimed) >= group_size
         group = [
@@ -183,28 +201,28 @@ def compute_claimed(
     session: Session,
     claimed: ClaimedWindow,
     cache: ReferenceCache,
-    *,
-    detail_interval_seconds: float = 0.0,
-    budget: DetailBudget | None = None,
+    policy: RefreshPolicy = EVERY_REFRESH_FULL,
 ) -> WindowResult:
     """Load the window's drift reference (read-only) and compute its result: full when
     its detail is due (:func:`app.services.refresh.tiers.detail_due`, with room in the
-    worker's ``budget``, if given), else the summary."""
+    ``policy``'s budget, if any), else the summary."""
     claim, model = claimed.claim, claimed.model
     period = baseline_period(model, claim.window_start)
     reference = None
     try:
         if period is not None and not period.contains_window:
-            reference = cache.get(session, model, claim.segment, period.start, period.end)
+            reference = cache.get(
+                ReferenceRows(session), model, claim.segment, period.start, period.end
+            )
     finally:
         session.rollback()  # end the read transaction before computing
     due = detail_due(
         now=claim.claimed_at,
         window_end=_window_end(claimed),
         detail_due_at=claimed.detail_due_at,
-        detail_interval_seconds=detail_interval_seconds,
+        detail_interval_seconds=policy.detail_interval_seconds,
         backlog=claimed.backlog,
-        budget_allows=budget is None or budget.allows(),
+        budget_allows=policy.budget is None or policy.budget.allows(),
     )
     return compute_window_result(
         model,
@@ -246,27 +264,19 @@ def compute_or_error(
     session: Session,
     claimed: ClaimedWindow,
     cache: ReferenceCache,
-    *,
-    detail_interval_seconds: float = 0.0,
-    budget: DetailBudget | None = None,
+    policy: RefreshPolicy = EVERY_REFRESH_FULL,
 ) -> Computed:
     """Compute a claimed window; a failing computation is returned as an error.
 
-    ``detail_interval_seconds`` (the worker setting; 0: every refresh is full)
-    bounds how long the detail tier lags the data (app/services/refresh/tiers.py);
-    ``budget`` (the worker's, if given) defers due details while they took
-    more than their share of its time, and accounts this computation.
+    The ``policy`` says when the detail tier is computed (:class:`RefreshPolicy`).
     A database error propagates (infrastructure, not the window: the loop
     backs off). Any other error is logged and kept: the computation is
     deterministic, so the window is stored as an error and not retried until
     its aggregate changes.
     """
-    interval = detail_interval_seconds
     started = time.perf_counter()
     try:
-        result = compute_claimed(
-            session, claimed, cache, detail_interval_seconds=interval, budget=budget
-        )
+        result = compute_claimed(session, claimed, cache, policy)
     except Exception as exc:
         if _is_database_error(exc):
             raise
@@ -277,15 +287,15 @@ def compute_or_error(
             claimed.claim.window_start.isoformat(),
         )
         return Computed(claimed, None, f"{type(exc).__name__}: {exc}")
-    if budget is not None:
-        budget.record(time.perf_counter() - started, result.tier)
+    if policy.budget is not None:
+        policy.budget.record(time.perf_counter() - started, result.tier)
     if result.tier is Tier.FULL:
         return Computed(claimed, result)
     due = next_detail_due(
         now=claimed.claim.claimed_at,
         window_end=_window_end(claimed),
         detail_due_at=claimed.detail_due_at,
-        detail_interval_seconds=interval,
+        detail_interval_seconds=policy.detail_interval_seconds,
         phase=detail_phase(*claimed.claim.key),
     )
     return Computed(claimed, result, detail_due_at=due)
@@ -416,28 +426,21 @@ def refresh_group(
     group: Sequence[ClaimedWindow],
     cache: ReferenceCache,
     should_stop: Callable[[], bool] = lambda: False,
-    *,
-    detail_interval_seconds: float = 0.0,
-    budget: DetailBudget | None = None,
+    policy: RefreshPolicy = EVERY_REFRESH_FULL,
 ) -> list[Outcome]:
     """Compute a claimed group window by window (no transaction open), then persist
     it in one transaction (:func:`persist_group`).
 
     Once ``should_stop()`` is true (checked before each window), the windows
     not computed yet are released in that transaction and the computed ones
-    are stored. ``detail_interval_seconds`` and ``budget``: see :func:`compute_or_error`.
+    are stored. The ``policy`` says when the detail tier is computed.
     """
-    interval = detail_interval_seconds
     computed: list[Computed] = []
-    with cache.versions_read(session, (_reference_of(c) for c in group)):
+    with cache.versions_read(ReferenceRows(session), (_reference_of(c) for c in group)):
         for claimed in group:
             if should_stop():
                 break
-            computed.append(
-                compute_or_error(
-                    session, claimed, cache, detail_interval_seconds=interval, budget=budget
-                )
-            )
+            computed.append(compute_or_error(session, claimed, cache, policy))
     return persist_group(session, computed, group[len(computed) :])
 
 

@@ -37,7 +37,7 @@ any process, whichever tier is computed, and a recomputation changes nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -74,6 +74,7 @@ from app.services.windows.estimate import (
     error_withheld,
     guarded_estimate_document,
 )
+from app.services.windows.shape import curve_points, interval_doc, json_floats
 from app.services.windows.sums import WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict
 
@@ -81,9 +82,6 @@ Array = npt.NDArray[np.float64]
 
 INSUFFICIENT = DriftStatus.INSUFFICIENT_DATA
 """Reason of a metric that needs a class with fewer than ``min_class_count`` examples."""
-
-MAX_CURVE_POINTS = 200
-"""Most points of each serialised curve (downsampled along its length)."""
 
 ANY_CLASS_METRICS = frozenset({"prior", "accuracy", "error_rate", "brier", "log_loss"})
 """Metrics that stay meaningful with few examples of either class."""
@@ -359,17 +357,6 @@ def _undefined_reason(name: str) -> str:
     return "undefined for this window's counts (one class only)"
 
 
-def _interval_doc(low: float, high: float, reason: str | None = None) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "lower": low if math.isfinite(low) else None,
-        "upper": high if math.isfinite(high) else None,
-        "level": INTERVAL_LEVEL,
-    }
-    if reason is not None:
-        doc["reason"] = reason
-    return doc
-
-
 def _labeling_intervals(
     model: ModelConfig,
     window: WindowSums,
@@ -396,7 +383,7 @@ def _labeling_intervals(
     at_pi0 = credible_intervals(primary, list(wanted), rng=rng, pi0=model.pi0, level=INTERVAL_LEVEL)
     for name, key in wanted.items():
         if metrics.get(key) is not None:
-            out[key] = _interval_doc(*at_pi0[name])
+            out[key] = interval_doc(*at_pi0[name])
     return out
 
 
@@ -413,7 +400,7 @@ def _ops_intervals(
     raw = credible_intervals(primary, ops_labeling, rng=rng, level=INTERVAL_LEVEL)
     prior = rate_interval(primary.positives, primary.n, INTERVAL_LEVEL)
     for name in ops_labeling:
-        out[f"ops_{name}"] = _interval_doc(*ops_interval(name, raw[name], prior))
+        out[f"ops_{name}"] = interval_doc(*ops_interval(name, raw[name], prior))
     return out
 
 
@@ -446,9 +433,9 @@ def _closed_form_intervals(
     out: dict[str, dict[str, Any]] = {}
     if metrics.get("calibrated_auc_pr") is not None:
         auc_pr = calibrated_auc_pr_interval(pos, neg, model.pi0, INTERVAL_LEVEL)
-        out["calibrated_auc_pr"] = _interval_doc(*auc_pr)
+        out["calibrated_auc_pr"] = interval_doc(*auc_pr)
     if metrics.get("ks") is not None:
-        out["ks"] = _interval_doc(*ks_interval(pos, neg, INTERVAL_LEVEL))
+        out["ks"] = interval_doc(*ks_interval(pos, neg, INTERVAL_LEVEL))
     return out
 
 
@@ -477,7 +464,7 @@ def _area_intervals(
         few = f"fewer than {MIN_AREA_CLASS_COUNT} examples of a class (docs/intervals.md)"
         for key in ("auc_roc", "gini", "ops_auc_pr", "ops_auc_roc", "ops_auc_lift"):
             if metrics.get(key) is not None:
-                out[key] = _interval_doc(math.nan, math.nan, few)
+                out[key] = interval_doc(math.nan, math.nan, few)
         return out
     starts = quantile_bin_starts(pos / pos.sum() + neg / neg.sum(), BOOTSTRAP_BINS)
     cpos, cneg = coarsen(pos, starts), coarsen(neg, starts)
@@ -501,13 +488,13 @@ def _area_intervals(
 
     for key in ("auc_roc", "gini"):
         if metrics.get(key) is not None:
-            out[key] = _interval_doc(*shifted(key, raw[key]))
+            out[key] = interval_doc(*shifted(key, raw[key]))
     prior = rate_interval(window.positives, window.n, INTERVAL_LEVEL)
     for area in ("auc_pr", "auc_roc", "auc_lift"):
         if metrics.get(f"ops_{area}") is not None and metrics.get(area) is not None:
-            out[f"ops_{area}"] = _interval_doc(*ops_interval(area, shifted(area, raw[area]), prior))
+            out[f"ops_{area}"] = interval_doc(*ops_interval(area, shifted(area, raw[area]), prior))
     if "ops_auc_pr" in out and window.positives**2 / window.n < MIN_OPS_AUC_PR_POSITIVES_X_PRIOR:
-        out["ops_auc_pr"] = _interval_doc(math.nan, math.nan, TINY_PRIOR_AUC_PR)
+        out["ops_auc_pr"] = interval_doc(math.nan, math.nan, TINY_PRIOR_AUC_PR)
     return out
 
 
@@ -576,60 +563,16 @@ def _curves(model: ModelConfig, curve: CurveCounts) -> dict[str, Any]:
     c_recall, c_precision, _ = pr_curve(curve, model.pi0)
     oprc_recall, oprc_ops = oprc_curve(curve)
     return {
-        "oprc": {"recall": _json_floats(oprc_recall), "ops": _json_floats(oprc_ops)},
-        "roc": _points({"fpr": fpr, "tpr": tpr, "threshold": roc_t}, ("fpr", "tpr")),
-        "pr": _points(
+        "oprc": {"recall": json_floats(oprc_recall), "ops": json_floats(oprc_ops)},
+        "roc": curve_points({"fpr": fpr, "tpr": tpr, "threshold": roc_t}, ("fpr", "tpr")),
+        "pr": curve_points(
             {"recall": recall, "precision": precision, "threshold": pr_t}, ("recall", "precision")
         ),
         "calibrated_pr": {
             "prior": model.pi0,
-            **_points(
+            **curve_points(
                 {"recall": c_recall, "precision": c_precision, "threshold": pr_t},
                 ("recall", "precision"),
             ),
         },
     }
-
-
-def downsample_indices(
-    x: Array, y: Array, max_points: int = MAX_CURVE_POINTS
-) -> npt.NDArray[np.intp]:
-    """Indices of at most ``max_points`` points that keep a curve's shape.
-
-    Points are taken at equal steps of arc length in the (x, y) plane (nan
-    coordinates count as no length), always with the first and the last.
-
-    Parameters
-    ----------
-    x, y : ndarray of float64, shape (K,)
-        The curve's coordinates, in drawing order.
-    max_points : int
-        Upper bound on the number of indices returned (>= 2).
-
-    Returns
-    -------
-    ndarray of intp
-        Increasing indices into x and y.
-    """
-    k = x.size
-    if k <= max_points:
-        return np.arange(k)
-    step = np.hypot(np.diff(x), np.diff(y))
-    step = np.where(np.isfinite(step), step, 0.0)
-    length = np.concatenate(([0.0], np.cumsum(step)))
-    if length[-1] <= 0.0:
-        return np.unique(np.linspace(0, k - 1, max_points).round().astype(np.intp))
-    marks = np.linspace(0.0, length[-1], max_points)
-    idx = np.searchsorted(length, marks, side="left")
-    idx = np.clip(idx, 0, k - 1)
-    idx[0], idx[-1] = 0, k - 1
-    return np.unique(idx)
-
-
-def _json_floats(a: Array) -> list[float | None]:
-    return [float(v) if math.isfinite(v) else None for v in a.tolist()]
-
-
-def _points(columns: dict[str, Array], shape_axes: Sequence[str]) -> dict[str, list[float | None]]:
-    keep = downsample_indices(columns[shape_axes[0]], columns[shape_axes[1]])
-    return {name: _json_floats(values[keep]) for name, values in columns.items()}

@@ -4,28 +4,24 @@ A window's drift reference is the sum of the reference period's windows of
 the same segment (:func:`app.services.windows.reference.baseline_period`).
 It changes only when one of those windows gets a batch (its version moves),
 so the versions identify the sum exactly and a worker reads and sums a
-reference's rows only when it changed. See :class:`ReferenceCache`.
+reference's rows only when it changed. See :class:`ReferenceCache`; the rows
+come from a :class:`PeriodRows` (``app.db.references.ReferenceRows`` reads them).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import lru_cache
-from typing import Any, Literal, cast
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
-from sqlalchemy import Row, Select, Table, and_, bindparam, or_, select
-from sqlalchemy.orm import Session
 
-from app.db.models import WindowAggregate
-from app.db.session import BINARY_RESULTS
 from app.services.models.config import ModelConfig
-from app.services.windows.sums import AggregateRow, WindowSums
+from app.services.windows.sums import WindowSums
 
 REFERENCE_CACHE_MB = 256.0
 """Default bound of a :class:`ReferenceCache` (the worker setting ``reference_cache_mb``)."""
@@ -37,6 +33,20 @@ is a longer one, so that long fixed reference periods are not all held at once."
 
 Period = tuple[int, str, datetime, datetime]
 """(model id, segment, start, end) of a drift reference period."""
+
+
+class PeriodRows(Protocol):
+    """Reads the windows of reference periods, in key order, one statement per call,
+    each row with every period that holds it (the periods of a segment may overlap)."""
+
+    def versions(self, periods: Sequence[Period]) -> Iterator[tuple[Period, Any]]:
+        """Rows with the ``window_start`` and ``version`` of the windows that hold data."""
+        ...
+
+    def sums(self, periods: Sequence[Period]) -> Iterator[tuple[Period, Any]]:
+        """Rows with the ``window_start`` and the sums of every window
+        (what :meth:`WindowSums.from_row` reads)."""
+        ...
 
 
 class ReferenceCache:
@@ -63,28 +73,28 @@ class ReferenceCache:
         """Bytes held by the entries (:func:`entry_bytes`)."""
         self._entries: OrderedDict[tuple[Any, ...], tuple[_Packed | None, int]] = OrderedDict()
         self._versions: dict[Period, tuple[tuple[datetime, int], ...]] = {}
-        self._loaded: dict[Period, list[Row[Any]]] = {}
+        self._loaded: dict[Period, list[Any]] = {}
 
     def __len__(self) -> int:
         return len(self._entries)
 
     @contextmanager
-    def versions_read(self, session: Session, periods: Iterable[Period | None]) -> Iterator[None]:
+    def versions_read(self, read: PeriodRows, periods: Iterable[Period | None]) -> Iterator[None]:
         """Read the window versions of several reference periods in one query, and the
         rows of those whose sums are not cached in one more (up to
         :data:`READ_AHEAD_WINDOWS` windows); inside the block, the first :meth:`get` of
         each period uses them instead of its own queries."""
         wanted = list(dict.fromkeys(p for p in periods if p is not None))
         found: dict[Period, list[tuple[datetime, int]]] = {p: [] for p in wanted}
-        for p, row in _rows_by_period(session, wanted, "versions"):
+        for p, row in read.versions(wanted):
             found[p].append((row.window_start, int(row.version)))
         self._versions = {p: tuple(v) for p, v in found.items()}
         missing = _within(
             [p for p in wanted if _key(p, self._versions[p]) not in self._entries],
             self._versions,
         )
-        loaded: dict[Period, list[Row[Any]]] = {p: [] for p in missing}
-        for p, row in _rows_by_period(session, missing, "sums"):
+        loaded: dict[Period, list[Any]] = {p: [] for p in missing}
+        for p, row in read.sums(missing):
             loaded[p].append(row)
         self._loaded = loaded
         try:
@@ -94,14 +104,14 @@ class ReferenceCache:
             self._loaded = {}
 
     def get(
-        self, session: Session, model: ModelConfig, segment: str, start: datetime, end: datetime
+        self, read: PeriodRows, model: ModelConfig, segment: str, start: datetime, end: datetime
     ) -> WindowSums | None:
         """The sum of the windows of (model, segment) starting in [start, end), or None."""
         period = (model.id, segment, start, end)
         versions = self._versions.pop(period, None)
         if versions is None:
-            read = _rows_by_period(session, [period], "versions")
-            versions = tuple((row.window_start, int(row.version)) for _, row in read)
+            found = read.versions([period])
+            versions = tuple((row.window_start, int(row.version)) for _, row in found)
         key = _key(period, versions)
         if key in self._entries:
             self._entries.move_to_end(key)
@@ -109,7 +119,7 @@ class ReferenceCache:
             return None if packed is None else packed.unpack()
         rows = self._loaded.pop(period, None)
         if rows is None:
-            rows = [row for _, row in _rows_by_period(session, [period], "sums")]
+            rows = [row for _, row in read.sums([period])]
         total = WindowSums.merge(WindowSums.from_row(row) for row in rows)
         packed = None if total is None else _Packed.of(total)
         size = entry_bytes(len(versions), packed)
@@ -139,28 +149,6 @@ def _key(period: Period, versions: tuple[tuple[datetime, int], ...]) -> tuple[An
     return (period[0], period[1], versions)
 
 
-def _rows_by_period(
-    session: Session, periods: list[Period], columns: Columns
-) -> Iterator[tuple[Period, Row[Any]]]:
-    """The rows of the windows in ``periods`` (one statement, in key order; ``columns``:
-    their keys with their versions, of the windows that hold data, or with their sums),
-    each with every period that holds it (the periods of one segment may overlap)."""
-    if not periods:
-        return
-    series: dict[tuple[int, str], list[Period]] = {}
-    params: dict[str, Any] = {}
-    for k, p in enumerate(periods):
-        series.setdefault((p[0], p[1]), []).append(p)
-        params |= dict(zip((f"model{k}", f"segment{k}", f"start{k}", f"end{k}"), p, strict=True))
-    rows = session.connection().execute(
-        _periods_statement(columns, len(periods)), params, execution_options=BINARY_RESULTS
-    )
-    for row in rows:
-        for p in series[(row.model_id, row.segment)]:
-            if p[2] <= row.window_start < p[3]:
-                yield p, row
-
-
 ENTRY_BYTES = 512
 """Bytes counted for an entry besides its arrays (its objects), and per window of its key."""
 
@@ -170,35 +158,6 @@ def entry_bytes(windows: int, packed: _Packed | None) -> int:
     arrays plus :data:`ENTRY_BYTES` per window and one more (so that entries of empty
     references count too)."""
     return ENTRY_BYTES * (windows + 1) + (0 if packed is None else packed.nbytes)
-
-
-Columns = Literal["versions", "sums"]
-"""What :func:`_rows_by_period` reads of each window besides its key."""
-
-_WA = cast(Table, WindowAggregate.__table__).c
-_KEY = (_WA.model_id, _WA.segment, _WA.window_start)
-_SUMS = [_WA[name] for name in AggregateRow.__annotations__]
-"""The columns :meth:`WindowSums.from_row` reads."""
-
-
-@lru_cache(maxsize=256)
-def _periods_statement(columns: Columns, count: int) -> Select[Any]:
-    """The windows of ``count`` periods (parameters ``model<k>``, ``segment<k>``,
-    ``start<k>``, ``end<k>``), in key order; built once per shape."""
-    periods = or_(
-        *(
-            and_(
-                _WA.model_id == bindparam(f"model{k}"),
-                _WA.segment == bindparam(f"segment{k}"),
-                _WA.window_start >= bindparam(f"start{k}"),
-                _WA.window_start < bindparam(f"end{k}"),
-            )
-            for k in range(count)
-        )
-    )
-    if columns == "versions":
-        return select(*_KEY, _WA.version).where(periods, _WA.version > 0).order_by(*_KEY)
-    return select(*_KEY, *_SUMS).where(periods).order_by(*_KEY)
 
 
 Sparse = tuple[npt.NDArray[np.int32], npt.NDArray[np.int64] | npt.NDArray[np.int32]]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -21,24 +21,8 @@ from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
 from app.services.windows import aggregate_row
+from app.services.windows.aggregate_row import AggregateRow
 from app.services.windows.limits import check_merged_total
-
-
-class AggregateRow(Protocol):
-    """What :meth:`WindowSums.from_row` reads (a ``WindowAggregate`` row)."""
-
-    n: int
-    positives: int
-    hist_positives: Counts | None
-    hist_negatives: Counts | None
-    confusion: list[dict[str, float]]
-    sums_positives: int | None
-    sums_negatives: int | None
-    brier_sum: float | None
-    log_loss_sum: float | None
-    score_sum_positive: float | None
-    score_sum_negative: float | None
-    hist_unlabelled: Counts | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,17 +103,16 @@ class WindowSums:
     @classmethod
     def from_row(cls, row: AggregateRow) -> WindowSums:
         """The sums held by a ``WindowAggregate`` row (read by :mod:`.aggregate_row`)."""
-        hists = aggregate_row.histograms(row)  # type: ignore[arg-type]
+        hists = aggregate_row.histograms(row)
         return cls(
             n=int(row.n),
             positives=int(row.positives),
             hist_positives=None if hists is None else np.asarray(hists[0], dtype=np.int64),
             hist_negatives=None if hists is None else np.asarray(hists[1], dtype=np.int64),
             confusion=tuple(
-                aggregate_row.confusion_counts(row, i)  # type: ignore[arg-type]
-                for i in range(len(row.confusion))
+                aggregate_row.confusion_counts(row, i) for i in range(len(row.confusion))
             ),
-            sums=aggregate_row.probability_sums(row),  # type: ignore[arg-type]
+            sums=aggregate_row.probability_sums(row),
             unlabelled=None
             if row.hist_unlabelled is None
             else np.asarray(row.hist_unlabelled, dtype=np.int64),

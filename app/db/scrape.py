@@ -1,0 +1,332 @@
+"""The reads of a metrics scrape (app/exporter): the models with their counters, the
+latest fresh window of each (model, segment) with its stored documents, the latest
+stored estimates, and the recent fresh windows the streak gauges count.
+
+Each is a fixed number of statements, whatever the number of models and
+segments; the JSON documents are read as their text (the exporter decodes them
+with orjson, several times faster than the drivers' json.loads on ~1,000
+documents per scrape). A ``shard`` is ``(index, count)``: the models with
+``id % count == index`` (None: every model). The exporter's modules say what
+each read is for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    Row,
+    Select,
+    Text,
+    and_,
+    case,
+    cast,
+    func,
+    literal,
+    select,
+    true,
+    tuple_,
+    union_all,
+)
+from sqlalchemy.orm import Session
+
+from app.db.models import (
+    ALL_SEGMENTS,
+    BatchDelta,
+    Model,
+    QuarantinedDelta,
+    WindowAggregate,
+    WindowMetrics,
+)
+from app.statuses import StoredStatus
+
+WA = WindowAggregate
+WM = WindowMetrics
+
+KEYS_PER_QUERY = 500
+"""Most windows (or groups) named by one statement (bound-parameter limits)."""
+
+WindowId = tuple[int, str, datetime]
+"""(model id, segment key, window start)."""
+Record = Row[*tuple[Any, ...]]
+"""A row read by position."""
+
+
+def _of_shard(model_id: Any, shard: tuple[int, int] | None) -> ColumnElement[bool]:
+    """The condition that ``model_id`` is in ``shard`` (always true when None)."""
+    return true() if shard is None else model_id % shard[1] == shard[0]
+
+
+def _counts() -> Any:
+    """Per model: its batches, rows, unfolded and quarantined deltas, counted from its
+    all-traffic aggregates, its unfolded all-traffic deltas and its quarantined deltas."""
+    quarantined = QuarantinedDelta
+    counted = quarantined.segment == ALL_SEGMENTS
+    parts = union_all(
+        select(
+            WA.model_id.label("model_id"),
+            WA.batches.label("batches"),
+            (WA.n + WA.n_unlabelled).label("rows"),
+            literal(0).label("unfolded"),
+            literal(0).label("quarantined"),
+        ).where(WA.segment == ALL_SEGMENTS),
+        select(
+            BatchDelta.model_id.label("model_id"),
+            literal(1).label("batches"),
+            (BatchDelta.n + BatchDelta.n_unlabelled).label("rows"),
+            literal(1).label("unfolded"),
+            literal(0).label("quarantined"),
+        ).where(BatchDelta.segment == ALL_SEGMENTS),
+        select(
+            quarantined.model_id.label("model_id"),
+            case((counted, 1), else_=0).label("batches"),
+            case((counted, quarantined.n + quarantined.n_unlabelled), else_=0).label("rows"),
+            literal(0).label("unfolded"),
+            literal(1).label("quarantined"),
+        ),
+    ).subquery()
+    return (
+        select(
+            parts.c.model_id,
+            func.sum(parts.c.batches).label("batches"),
+            # a float sum: an integer SUM raises on SQLite past 2^63 (legacy totals)
+            func.sum(cast(parts.c.rows, Float)).label("rows"),
+            func.sum(parts.c.unfolded).label("unfolded"),
+            func.sum(parts.c.quarantined).label("quarantined"),
+        )
+        .group_by(parts.c.model_id)
+        .subquery()
+    )
+
+
+def model_counts(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
+    """Every model (of ``shard``) by name: ``id, name, window, segments, sla`` and its
+    ``batches, rows, unfolded, quarantined`` counts (0 without any; one statement)."""
+    counts = _counts()
+    return session.execute(
+        select(
+            Model.id,
+            Model.name,
+            Model.window,
+            Model.segments,
+            Model.sla,
+            func.coalesce(counts.c.batches, 0),
+            func.coalesce(counts.c.rows, 0),
+            func.coalesce(counts.c.unfolded, 0),
+            func.coalesce(counts.c.quarantined, 0),
+        )
+        .outerjoin(counts, counts.c.model_id == Model.id)
+        .where(_of_shard(Model.id, shard))
+        .order_by(Model.name)
+    ).all()
+
+
+def _as_text(column: Any) -> Any:
+    """A JSON column read as its text."""
+    return cast(column, Text)
+
+
+def _with_aggregate(*columns: Any) -> Select[Any]:
+    return select(
+        WM.model_id, WM.segment, WM.window_start, WM.computed_at, WA.version, *columns
+    ).join(
+        WA,
+        and_(
+            WA.model_id == WM.model_id,
+            WA.segment == WM.segment,
+            WA.window_start == WM.window_start,
+        ),
+    )
+
+
+def _latest(*columns: Any, shard: tuple[int, int] | None = None) -> Select[Any]:
+    """SELECT ``columns`` of the latest fresh result with labelled rows per (model, segment)
+    and its aggregate."""
+    latest = (
+        _with_aggregate()
+        .with_only_columns(
+            WM.model_id.label("model_id"),
+            WM.segment.label("segment"),
+            func.max(WM.window_start).label("window_start"),
+        )
+        .where(WM.status == StoredStatus.FRESH, WA.n > 0, _of_shard(WM.model_id, shard))
+        .group_by(WM.model_id, WM.segment)
+        .subquery()
+    )
+    return _with_aggregate(*columns).join(
+        latest,
+        and_(
+            latest.c.model_id == WM.model_id,
+            latest.c.segment == WM.segment,
+            latest.c.window_start == WM.window_start,
+        ),
+    )
+
+
+def latest_keys(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
+    """``model_id, segment, window_start, computed_at, version`` of the latest window with
+    labelled rows and a fresh result of every (model, segment) (of ``shard``; one
+    statement)."""
+    return session.execute(_latest(shard=shard)).all()
+
+
+def latest_documents(
+    session: Session,
+    only: Sequence[WindowId] | None = None,
+    shard: tuple[int, int] | None = None,
+) -> Iterator[Record]:
+    """The latest fresh windows as :func:`latest_keys` reads them, then ``n, positives``,
+    the ``metrics, intervals, reasons, drift`` documents as text and whether the detail
+    is of the metrics' version; fetched :data:`KEYS_PER_QUERY` rows at a time.
+
+    With ``only``: those windows instead, if still fresh (one statement per
+    :data:`KEYS_PER_QUERY`); else the latest of the models of ``shard`` (one statement).
+    """
+    documents = (
+        WA.n,
+        WA.positives,
+        _as_text(WM.metrics),
+        _as_text(WM.intervals),
+        _as_text(WM.reasons),
+        _as_text(WM.drift),
+        WM.detail_version == WM.aggregate_version,
+    )
+    if only is None:
+        statements = [_latest(*documents, shard=shard)]
+    else:
+        keys = list(only)
+        statements = [
+            _with_aggregate(*documents).where(
+                WM.status == StoredStatus.FRESH,
+                tuple_(WM.model_id, WM.segment, WM.window_start).in_(keys[i : i + KEYS_PER_QUERY]),
+            )
+            for i in range(0, len(keys), KEYS_PER_QUERY)
+        ]
+    for statement in statements:
+        yield from session.execute(statement.execution_options(yield_per=KEYS_PER_QUERY))
+
+
+def _latest_estimate(role: int, condition: ColumnElement[bool]) -> Select[Any]:
+    """The estimate of the latest fresh window per (model, segment) meeting ``condition``."""
+    joined = and_(
+        WA.model_id == WM.model_id, WA.segment == WM.segment, WA.window_start == WM.window_start
+    )
+    latest = (
+        select(
+            WM.model_id.label("model_id"),
+            WM.segment.label("segment"),
+            func.max(WM.window_start).label("window_start"),
+        )
+        .join(WA, joined)
+        .where(WM.status == StoredStatus.FRESH, condition)
+        .group_by(WM.model_id, WM.segment)
+        .subquery()
+    )
+    return select(
+        literal(role).label("role"), WM.model_id, WM.segment, WM.window_start, _as_text(WM.estimate)
+    ).join(
+        latest,
+        and_(
+            latest.c.model_id == WM.model_id,
+            latest.c.segment == WM.segment,
+            latest.c.window_start == WM.window_start,
+        ),
+    )
+
+
+def latest_estimates(session: Session) -> Sequence[Record]:
+    """``role, model_id, segment, window_start`` and the stored estimate as text of the
+    latest fresh window per (model, segment) with unlabelled rows (role 0) and of the
+    latest with unlabelled and labelled rows (role 1); one statement (UNION ALL)."""
+    return session.execute(
+        union_all(
+            _latest_estimate(0, WA.n_unlabelled > 0),
+            _latest_estimate(1, and_(WA.n_unlabelled > 0, WA.n > 0)),
+        )
+    ).all()
+
+
+def fresh_stamps(session: Session) -> Sequence[Record]:
+    """``model_id, segment``, the number of fresh windows and their latest
+    ``computed_at``, of every (model, segment) with a fresh window (one statement)."""
+    return session.execute(
+        select(WM.model_id, WM.segment, func.count(), func.max(WM.computed_at))
+        .where(WM.status == StoredStatus.FRESH)
+        .group_by(WM.model_id, WM.segment)
+    ).all()
+
+
+def recent_keys(
+    session: Session, groups: Collection[tuple[int, str]] | None, limit: int
+) -> list[Record]:
+    """``model_id, segment, window_start, computed_at`` of the ``limit`` most recent fresh
+    windows with labelled rows of every (model, segment) (or of ``groups``,
+    :data:`KEYS_PER_QUERY` per statement), by group and newest first within each."""
+    ranked = (
+        select(
+            WM.model_id,
+            WM.segment,
+            WM.window_start,
+            WM.computed_at,
+            func.row_number()
+            .over(partition_by=(WM.model_id, WM.segment), order_by=WM.window_start.desc())
+            .label("rank"),
+        )
+        .join(
+            WA,
+            and_(
+                WA.model_id == WM.model_id,
+                WA.segment == WM.segment,
+                WA.window_start == WM.window_start,
+            ),
+        )
+        .where(WM.status == StoredStatus.FRESH, WA.n > 0)
+    )
+    if groups is None:
+        filters = [ranked]
+    else:
+        wanted = sorted(groups)
+        filters = [
+            ranked.where(tuple_(WM.model_id, WM.segment).in_(wanted[i : i + KEYS_PER_QUERY]))
+            for i in range(0, len(wanted), KEYS_PER_QUERY)
+        ]
+    out: list[Record] = []
+    for statement in filters:
+        recent = statement.subquery()
+        out.extend(
+            session.execute(
+                select(
+                    recent.c.model_id, recent.c.segment, recent.c.window_start, recent.c.computed_at
+                )
+                .where(recent.c.rank <= limit)
+                .order_by(recent.c.model_id, recent.c.segment, recent.c.window_start.desc())
+            ).all()
+        )
+    return out
+
+
+def outcome_values(
+    session: Session, keys: Sequence[WindowId], flags: Sequence[str], metrics: Sequence[str]
+) -> Iterator[Record]:
+    """What the streaks test in the fresh windows ``keys`` (:data:`KEYS_PER_QUERY` per
+    statement), extracted in SQL from the stored documents: ``model_id, segment,
+    window_start, computed_at``, the drift verdict's flag of each kind of ``flags``,
+    whether the detail is of the metrics' version, then per name of ``metrics`` its
+    value and its interval's lower and upper bounds."""
+    columns = [WM.drift[(kind, "flag")].as_boolean() for kind in flags]
+    columns.append(WM.detail_version == WM.aggregate_version)
+    for name in metrics:
+        columns.append(WM.metrics[name].as_float())
+        columns.append(WM.intervals[(name, "lower")].as_float())
+        columns.append(WM.intervals[(name, "upper")].as_float())
+    for i in range(0, len(keys), KEYS_PER_QUERY):
+        yield from session.execute(
+            select(WM.model_id, WM.segment, WM.window_start, WM.computed_at, *columns).where(
+                WM.status == StoredStatus.FRESH,
+                tuple_(WM.model_id, WM.segment, WM.window_start).in_(keys[i : i + KEYS_PER_QUERY]),
+            )
+        ).all()
