@@ -41,9 +41,14 @@ from app.maturity.completion import (
     remainder,
     score_shares,
 )
-from app.maturity.metrics import NOT_COMPLETABLE, histogram_metrics
+from app.maturity.metrics import NOT_COMPLETABLE
 from app.metrics._validation import check_probability
 from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
+from app.metrics.confusion import ConfusionCounts
+from app.metrics.cost import weighted_accuracy_from_counts
+from app.metrics.evaluate import CURVE_METRICS, OPS_METRICS, threshold_suffix
+from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
+from app.metrics.uncertainty import ops_interval, row_areas
 
 Interval = tuple[float, float]
 
@@ -98,26 +103,79 @@ def completion_intervals(
     if v is None:
         raise InvalidInput("completion", "does not belong to these histograms")
     if completion.assumption == "class":
-        samples = _class_draws(rows.positives, rows.negatives, v, rng, draws)
+        h1, h0 = _class_draws(rows.positives, rows.negatives, v, rng, draws)
     else:
-        samples = _score_draws(rows.positives, rows.negatives, v, starts, rng, draws)
-    columns: dict[str, list[float | None]] = {}
-    for h1, h0 in samples:
-        drawn = histogram_metrics(
-            h1, h0, edges=edges, thresholds=thresholds, pi0=pi0, cost_ratio=cost_ratio
-        )
-        for key, value in drawn.items():
-            columns.setdefault(key, []).append(value)
-    out = {key: _quantiles(values, draws, level) for key, values in columns.items()}
+        h1, h0 = _score_draws(rows.positives, rows.negatives, v, starts, rng, draws)
+    drawn = _draw_metrics(h1, h0, edges, thresholds, pi0, cost_ratio)
+    out: dict[str, Interval | None] = {
+        key: _quantiles(values, draws, level) for key, values in drawn.items()
+    }
+    prior = (completion.prior.lower, completion.prior.upper)
+    out.update(_ops_intervals(out, prior))
     out.update(dict.fromkeys(NOT_COMPLETABLE))
-    out["prior"] = (completion.prior.lower, completion.prior.upper)
+    out["prior"] = prior
     if completion.assumption == "class":
         out.update(_labelled_areas(rows.positives, rows.negatives, pi0, level))
     return out
 
 
-def _quantiles(values: list[float | None], draws: int, level: float) -> Interval | None:
-    defined = np.array([x for x in values if x is not None], dtype=np.float64)
+def _draw_metrics(
+    h1: FloatArray,
+    h0: FloatArray,
+    edges: Any,
+    thresholds: Sequence[float],
+    pi0: float | None,
+    cost_ratio: float | None,
+) -> dict[str, FloatArray]:
+    """Every metric of each drawn window (rows of ``h1``, ``h0``), nan where undefined:
+    the registry's functions, each evaluated once on all draws."""
+    tps = np.cumsum(h1[:, ::-1], axis=1)
+    fps = np.cumsum(h0[:, ::-1], axis=1)
+    n_pos, n_neg = tps[:, -1], fps[:, -1]
+    areas = [*CURVE_METRICS, *(("calibrated_auc_pr",) if pi0 is not None else ())]
+    out = row_areas(areas, tps, fps, 0.5 if pi0 is None else pi0)
+    out["prior"] = n_pos / (n_pos + n_neg)
+    first_bins = np.searchsorted(np.asarray(edges, dtype=np.float64), thresholds)
+    for i, (threshold, first) in enumerate(zip(thresholds, first_bins, strict=True)):
+        suffix = "" if i == 0 else threshold_suffix(threshold)
+        tp, fp = h1[:, first:].sum(axis=1), h0[:, first:].sum(axis=1)
+        cells = (tp, fp, n_pos - tp, n_neg - fp)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for name, metric in LABELING_METRICS.items():
+                out[name + suffix] = metric.func(*cells)
+            if pi0 is not None:
+                ref = ConfusionCounts.from_rates(pi0, fp / n_neg, cells[2] / n_pos)
+                for name in PRIOR_DEPENDENT:
+                    out[f"calibrated_{name}{suffix}"] = LABELING_METRICS[name].func(
+                        ref.tp, ref.fp, ref.fn, ref.tn
+                    )
+            if cost_ratio is not None:
+                out["weighted_accuracy" + suffix] = weighted_accuracy_from_counts(
+                    *cells, cost_ratio
+                )
+    return out
+
+
+def _ops_intervals(
+    intervals: dict[str, Interval | None], prior: Interval
+) -> dict[str, Interval | None]:
+    """``ops_<name>`` of each metric of :data:`OPS_METRICS` at every threshold: the OPS of
+    the metric interval's ends over the prior's interval
+    (:func:`app.metrics.uncertainty.ops_interval`)."""
+    out: dict[str, Interval | None] = {}
+    for key, interval in intervals.items():
+        name = key.split("@", 1)[0]
+        if name not in OPS_METRICS:
+            continue
+        ops = None if interval is None else ops_interval(name, interval, prior)
+        out[f"ops_{key}"] = None if ops is None or np.isnan(ops[0]) else ops
+    return out
+
+
+def _quantiles(values: FloatArray, draws: int, level: float) -> Interval | None:
+    """Equal-tailed quantiles of the defined draws; ``None`` when more than 1 - level of
+    the ``draws`` (skipped ones included) are undefined."""
+    defined = values[np.isfinite(values)]
     if draws - defined.size > (1.0 - level) * draws:
         return None
     tail = (1.0 - level) / 2.0
@@ -144,27 +202,29 @@ def _class_draws(
     v: FloatArray,
     rng: np.random.Generator,
     draws: int,
-) -> list[tuple[FloatArray, FloatArray]]:
+) -> tuple[FloatArray, FloatArray]:
     n_pos, n_neg, total = float(positives.sum()), float(negatives.sum()), float(v.sum())
     f1, f0 = positives / n_pos, negatives / n_neg
     pos = rng.multinomial(int(np.rint(n_pos)), f1, size=draws).astype(np.float64)
     neg = rng.multinomial(int(np.rint(n_neg)), f0, size=draws).astype(np.float64)
     if total == 0.0:
-        return [(pos[i], neg[i]) for i in range(draws)]
+        return pos, neg
     classes = GroupedClasses.from_bins(positives, negatives)
     share = class_share(classes, classes.grouped(v)).value
     whole = int(np.rint(total))
     k = rng.binomial(whole, share, size=draws)
     rest = rng.multinomial(k, f1) + rng.multinomial(whole - k, f0)
-    out = []
+    h1, h0 = [], []
     for i in range(draws):
         try:
             drawn = GroupedClasses.from_bins(pos[i], neg[i])
         except InvalidInput:  # the draw's classes cannot be told apart: its metrics undefined
             continue
         drawn_share = class_share(drawn, drawn.grouped(rest[i].astype(np.float64))).value
-        out.append(class_histograms(pos[i], neg[i], drawn_share, total))
-    return out
+        one, zero = class_histograms(pos[i], neg[i], drawn_share, total)
+        h1.append(one)
+        h0.append(zero)
+    return np.array(h1).reshape(-1, v.shape[0]), np.array(h0).reshape(-1, v.shape[0])
 
 
 def _score_draws(
@@ -174,7 +234,7 @@ def _score_draws(
     starts: Any,
     rng: np.random.Generator,
     draws: int,
-) -> list[tuple[FloatArray, FloatArray]]:
+) -> tuple[FloatArray, FloatArray]:
     share, n_share = score_shares(
         coarsen(positives, starts), coarsen(positives + negatives, starts)
     )
@@ -185,6 +245,4 @@ def _score_draws(
     split = rng.binomial(whole, drawn_share) / np.maximum(whole, 1)
     split = np.where(whole > 0, split, drawn_share)
     per_bin = np.repeat(split, np.diff(np.append(starts, v.shape[0])), axis=1)
-    h1 = positives + per_bin * v
-    h0 = negatives + (1.0 - per_bin) * v
-    return [(h1[i], h0[i]) for i in range(draws)]
+    return positives + per_bin * v, negatives + (1.0 - per_bin) * v
