@@ -12,9 +12,12 @@ interval is the equal-tailed quantiles of the draws.
   f1 and f0 and the remainder's in pi_v: at completeness 1 they are the
   labelled metrics' bootstrap.
 * ``score``: the labelled rows are facts of the window, the remainder's split
-  is not. Per group, the share of positives is drawn from its Jeffreys
-  posterior Beta(p_g + 1/2, q_g + 1/2) (a group at 0 or 1 still varies) and
-  the group's remainder split binomially at it.
+  is not. Per group, the share of positives is drawn from its posterior
+  Beta(p_g + m, q_g + 1 - m), one pseudo-row split as the labelled rows of
+  the group's piece between two thresholds (m their share of positives: a
+  group at 0 or 1 still varies, and the pseudo-rows add no positives to the
+  piece on average, which half a row per class in each of many small groups
+  would), and the group's remainder is split binomially at the drawn share.
 
 Under ``class`` the completed calibrated AUC-PR and KS are the labelled ones,
 so their intervals are the closed-form ones of
@@ -51,9 +54,6 @@ from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
 from app.metrics.uncertainty import ops_interval, row_areas
 
 Interval = tuple[float, float]
-
-JEFFREYS = 0.5
-"""Half counts of the Beta posterior of a group's share under ``score``."""
 
 
 def completion_intervals(
@@ -102,11 +102,20 @@ def completion_intervals(
     v = remainder(rows.unlabelled, rows.labelled, starts)
     if v is None:
         raise InvalidInput("completion", "does not belong to these histograms")
+
+    def metrics_of(h: tuple[FloatArray, FloatArray]) -> dict[str, FloatArray]:
+        return _draw_metrics(h[0], h[1], edges, thresholds, pi0, cost_ratio)
+
     if completion.assumption == "class":
-        h1, h0 = _class_draws(rows.positives, rows.negatives, v, rng, draws)
+        drawn = metrics_of(_class_draws(rows.positives, rows.negatives, v, rng, draws))
     else:
-        h1, h0 = _score_draws(rows.positives, rows.negatives, v, starts, rng, draws)
-    drawn = _draw_metrics(h1, h0, edges, thresholds, pi0, cost_ratio)
+        completed, truth = _score_draws(rows.positives, rows.negatives, v, starts, rng, draws)
+        point = metrics_of((completion.positives[None], completion.negatives[None]))
+        estimates, truths = metrics_of(completed), metrics_of(truth)
+        drawn = {  # the point estimate less each draw's error, inside the values drawn
+            key: _within(point[key] - (values - truths[key]), truths[key], values)
+            for key, values in estimates.items()
+        }
     out: dict[str, Interval | None] = {
         key: _quantiles(values, draws, level) for key, values in drawn.items()
     }
@@ -172,6 +181,14 @@ def _ops_intervals(
     return out
 
 
+def _within(values: FloatArray, *drawn: FloatArray) -> FloatArray:
+    """``values`` clipped to the range the metric took in the ``drawn`` windows (nan
+    ignored): inside its possible values, as an OPS needs."""
+    possible = np.concatenate(drawn)
+    out: FloatArray = np.clip(values, np.fmin.reduce(possible), np.fmax.reduce(possible))
+    return out
+
+
 def _quantiles(values: FloatArray, draws: int, level: float) -> Interval | None:
     """Equal-tailed quantiles of the defined draws; ``None`` when more than 1 - level of
     the ``draws`` (skipped ones included) are undefined."""
@@ -234,15 +251,28 @@ def _score_draws(
     starts: Any,
     rng: np.random.Generator,
     draws: int,
-) -> tuple[FloatArray, FloatArray]:
-    share, n_share = score_shares(
-        coarsen(positives, starts), coarsen(positives + negatives, starts)
+) -> tuple[tuple[FloatArray, FloatArray], tuple[FloatArray, FloatArray]]:
+    """(completed, truth) histograms of each draw: the labelled rows and the remainder's
+    positives drawn per bin at the bin's smoothed share, the draw completed as
+    :func:`app.maturity.complete` completes it."""
+    labelled = positives + negatives
+    sizes = np.diff(np.append(starts, v.shape[0]))
+    share, rows = score_shares(coarsen(positives, starts), coarsen(labelled, starts))
+    # each group's share drawn from its Jeffreys posterior: the error of each draw's
+    # completion is measured against the draw's own truth, so the half rows shape the
+    # spread only (a group seen at 0 or 1 still varies), not the centre
+    hits = share * rows
+    truth_share = rng.beta(hits + 0.5, rows - hits + 0.5, size=(draws, rows.size))
+    per_bin_truth = np.repeat(truth_share, sizes, axis=1)
+    n_rows, v_rows = np.rint(labelled).astype(np.int64), np.rint(v).astype(np.int64)
+    drawn_pos = rng.binomial(n_rows, per_bin_truth).astype(np.float64)
+    drawn_rest = rng.binomial(v_rows, per_bin_truth).astype(np.float64)
+    drawn_lab = n_rows.astype(np.float64)
+    drawn_share = np.array(
+        [score_shares(coarsen(row, starts), coarsen(drawn_lab, starts))[0] for row in drawn_pos]
     )
-    hits = share * n_share
-    drawn_share = rng.beta(hits + JEFFREYS, n_share - hits + JEFFREYS, size=(draws, share.size))
-    v_g = coarsen(v, starts)
-    whole = np.rint(v_g).astype(np.int64)
-    split = rng.binomial(whole, drawn_share) / np.maximum(whole, 1)
-    split = np.where(whole > 0, split, drawn_share)
-    per_bin = np.repeat(split, np.diff(np.append(starts, v.shape[0])), axis=1)
-    return positives + per_bin * v, negatives + (1.0 - per_bin) * v
+    per_bin = np.repeat(drawn_share, sizes, axis=1)
+    drawn_neg = drawn_lab - drawn_pos
+    completed = (drawn_pos + per_bin * v, drawn_neg + (1.0 - per_bin) * v)
+    truth = (drawn_pos + drawn_rest, drawn_neg + v_rows - drawn_rest)
+    return completed, truth
