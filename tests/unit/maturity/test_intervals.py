@@ -115,18 +115,6 @@ def test_a_metric_undefined_in_most_draws_has_no_interval() -> None:
     assert intervals["recall"] == (0.0, 0.0)
 
 
-def test_class_draws_whose_classes_coincide_are_undefined() -> None:
-    # three labelled rows per class over two bins: some draws give both classes one shape
-    u, p, q = np.array([20.0, 20.0]), np.array([2.0, 1.0]), np.array([1.0, 2.0])
-    c = complete(u, p, q, assumption="class")
-    assert isinstance(c, Completion)
-    intervals = completion_intervals(
-        u, p, q, c, edges=[0.0, 0.5, 1.0], thresholds=[0.5], pi0=None, cost_ratio=None,
-        rng=np.random.default_rng(5),
-    )  # fmt: skip
-    assert intervals["precision"] is None
-
-
 def test_bad_arguments_are_refused() -> None:
     w = next(class_windows(np.random.default_rng(14), 1, prior=0.1, completeness=0.3))
     c = _complete(w, "class")
