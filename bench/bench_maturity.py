@@ -33,7 +33,7 @@ from scipy import optimize
 
 from app.drift.simulation import BinormalStream
 from app.maturity import Completion, bins_of_thresholds, complete, completion_intervals
-from app.maturity.metrics import histogram_metrics
+from app.maturity.metrics import row_metrics
 from app.maturity.simulation import MaturingWindow, class_rates, deliver_labels
 from app.metrics.binning import default_bin_edges
 
@@ -95,7 +95,10 @@ class Setup:
 
 
 def costs(rng: np.random.Generator) -> None:
-    print("1. cost per window (median wall time; windows of 20,000 rows, completeness 20%)")
+    print(
+        "1. cost per window (median wall time; windows of 20,000 rows, completeness 20%)",
+        flush=True,
+    )
     for n_bins in (100, 10_000):
         setup = Setup(n_bins)
         for assumption in ("class", "score"):
@@ -128,16 +131,20 @@ def k_choice(rng: np.random.Generator, windows: int) -> None:
         for prior in (0.01, 0.05, 0.2):
             fulls = [setup.stream.window(rng, n=N_ROWS, prior=prior) for _ in range(windows)]
             ws = [deliver_labels(rng, f, rates, rates) for f in fulls]
-            truths = [histogram_metrics(f.positives, f.negatives, **setup.options) for f in fulls]
+            truth = row_metrics(
+                np.array([f.positives for f in fulls]),
+                np.array([f.negatives for f in fulls]),
+                **setup.options,
+            )
             for k in (5, 10, 20, 50, 100):
-                errors = {n: [] for n in names}
-                for w, truth in zip(ws, truths, strict=True):
-                    c = setup.complete(w, "score", min_labelled=k)
-                    m = histogram_metrics(c.positives, c.negatives, **setup.options)
-                    for n in names:
-                        errors[n].append(abs(m[n] - truth[n]))  # type: ignore[operator]
-                row = "".join(f"{np.mean(errors[n]):>19.4f}" for n in names)
-                print(f"   {label:<23}{prior:>6}{k:>5}{row}")
+                cs = [setup.complete(w, "score", min_labelled=k) for w in ws]
+                m = row_metrics(
+                    np.array([c.positives for c in cs]),
+                    np.array([c.negatives for c in cs]),
+                    **setup.options,
+                )
+                row = "".join(f"{np.nanmean(np.abs(m[n] - truth[n])):>19.4f}" for n in names)
+                print(f"   {label:<23}{prior:>6}{k:>5}{row}", flush=True)
 
 
 def _regime(
@@ -148,36 +155,43 @@ def _regime(
     completeness: float,
     windows: int,
 ) -> None:
-    completed = {n: [] for n in HEADLINE}
-    subset = {n: [] for n in HEADLINE}
-    hits = {n: 0 for n in COVERED}
-    prior_hits, flags, seen = 0, 0, 0.0
-    for _ in range(windows):
-        w = setup.window(rng, assumption, prior, completeness)
-        c = setup.complete(w, assumption)
-        seen += c.completeness / windows
-        m = histogram_metrics(c.positives, c.negatives, **setup.options)
-        lab = histogram_metrics(w.positives, w.negatives, **setup.options)
-        truth = histogram_metrics(w.full.positives, w.full.negatives, **setup.options)
-        for n in HEADLINE:
-            if truth[n] is not None and m[n] is not None and lab[n] is not None:
-                completed[n].append(abs(m[n] - truth[n]))  # type: ignore[operator]
-                subset[n].append(abs(lab[n] - truth[n]))  # type: ignore[operator]
-        prior_hits += c.prior.lower <= truth["prior"] <= c.prior.upper  # type: ignore[operator]
+    ws = [setup.window(rng, assumption, prior, completeness) for _ in range(windows)]
+    cs = [setup.complete(w, assumption) for w in ws]
+    flags = 0
+    for w, c in zip(ws, cs, strict=True):
+        as_class = c if assumption == "class" else setup.complete(w, "class")
+        flags += as_class.fit is not None and not as_class.fit.reliable
+
+    def metrics(pairs: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+        h1, h0 = np.array([p for p, _ in pairs]), np.array([q for _, q in pairs])
+        return row_metrics(h1, h0, **setup.options)
+
+    completed = metrics([(c.positives, c.negatives) for c in cs])
+    subset = metrics([(w.positives, w.negatives) for w in ws])
+    truth = metrics([(w.full.positives, w.full.negatives) for w in ws])
+    hits = dict.fromkeys(COVERED, 0)
+    for i, (w, c) in enumerate(zip(ws, cs, strict=True)):
         intervals = completion_intervals(
             w.unlabelled, w.positives, w.negatives, c, rng=rng, **setup.options
         )
         for n in COVERED:
-            iv, value = intervals[n], truth[n]
-            hits[n] += iv is not None and value is not None and iv[0] <= value <= iv[1]
-        as_class = c if assumption == "class" else setup.complete(w, "class")
-        flags += as_class.fit is not None and not as_class.fit.reliable
-    errors = "".join(f"{np.mean(completed[n]):>8.4f}/{np.mean(subset[n]):<7.4f}" for n in HEADLINE)
+            iv = intervals[n]
+            hits[n] += iv is not None and iv[0] <= truth[n][i] <= iv[1]
+    prior_hits = sum(
+        c.prior.lower <= t <= c.prior.upper for c, t in zip(cs, truth["prior"], strict=True)
+    )
+    seen = float(np.mean([c.completeness for c in cs]))
+
+    def mae(values: np.ndarray, n: str) -> float:
+        return float(np.nanmean(np.abs(values - truth[n])))
+
+    errors = "".join(f"{mae(completed[n], n):>8.4f}/{mae(subset[n], n):<7.4f}" for n in HEADLINE)
     worst = min(COVERED, key=lambda n: hits[n])
     print(
         f"   {assumption:<6}{prior:>5}{completeness:>6.0%}{seen:>6.0%}{errors}"
         f"{prior_hits / windows:>7.3f}{hits[worst] / windows:>7.3f} {worst:<20}"
-        f"{flags / windows:>6.3f}"
+        f"{flags / windows:>6.3f}",
+        flush=True,
     )
 
 

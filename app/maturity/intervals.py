@@ -46,14 +46,11 @@ from app.maturity.completion import (
     remainder,
     score_shares,
 )
-from app.maturity.metrics import NOT_COMPLETABLE
+from app.maturity.metrics import NOT_COMPLETABLE, row_metrics
 from app.metrics._validation import check_probability
 from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
-from app.metrics.confusion import ConfusionCounts
-from app.metrics.cost import weighted_accuracy_from_counts
-from app.metrics.evaluate import CURVE_METRICS, OPS_METRICS, threshold_suffix
-from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
-from app.metrics.uncertainty import ops_interval, row_areas
+from app.metrics.evaluate import OPS_METRICS
+from app.metrics.uncertainty import ops_interval, row_quantiles
 
 Interval = tuple[float, float]
 
@@ -106,7 +103,9 @@ def completion_intervals(
         raise InvalidInput("completion", "does not belong to these histograms")
 
     def metrics_of(h: tuple[FloatArray, FloatArray]) -> dict[str, FloatArray]:
-        return _draw_metrics(h[0], h[1], edges, thresholds, pi0, cost_ratio)
+        return row_metrics(
+            h[0], h[1], edges=edges, thresholds=thresholds, pi0=pi0, cost_ratio=cost_ratio
+        )
 
     if completion.assumption == "class":
         drawn = metrics_of(_class_draws(rows.positives, rows.negatives, v, rng, draws))
@@ -118,52 +117,13 @@ def completion_intervals(
             key: _within(point[key] - (values - truths[key]), truths[key], values)
             for key, values in estimates.items()
         }
-    out: dict[str, Interval | None] = {
-        key: _quantiles(values, draws, level) for key, values in drawn.items()
-    }
+    out = _quantiles(drawn, draws, level)
     prior = (completion.prior.lower, completion.prior.upper)
     out.update(_ops_intervals(out, prior))
     out.update(dict.fromkeys(NOT_COMPLETABLE))
     out["prior"] = prior
     if completion.assumption == "class":
         out.update(_labelled_areas(rows.positives, rows.negatives, pi0, level))
-    return out
-
-
-def _draw_metrics(
-    h1: FloatArray,
-    h0: FloatArray,
-    edges: Any,
-    thresholds: Sequence[float],
-    pi0: float | None,
-    cost_ratio: float | None,
-) -> dict[str, FloatArray]:
-    """Every metric of each drawn window (rows of ``h1``, ``h0``), nan where undefined:
-    the registry's functions, each evaluated once on all draws."""
-    tps = np.cumsum(h1[:, ::-1], axis=1)
-    fps = np.cumsum(h0[:, ::-1], axis=1)
-    n_pos, n_neg = tps[:, -1], fps[:, -1]
-    areas = [*CURVE_METRICS, *(("calibrated_auc_pr",) if pi0 is not None else ())]
-    out = row_areas(areas, tps, fps, 0.5 if pi0 is None else pi0)
-    out["prior"] = n_pos / (n_pos + n_neg)
-    first_bins = np.searchsorted(np.asarray(edges, dtype=np.float64), thresholds)
-    for i, (threshold, first) in enumerate(zip(thresholds, first_bins, strict=True)):
-        suffix = "" if i == 0 else threshold_suffix(threshold)
-        tp, fp = h1[:, first:].sum(axis=1), h0[:, first:].sum(axis=1)
-        cells = (tp, fp, n_pos - tp, n_neg - fp)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            for name, metric in LABELING_METRICS.items():
-                out[name + suffix] = metric.func(*cells)
-            if pi0 is not None:
-                ref = ConfusionCounts.from_rates(pi0, fp / n_neg, cells[2] / n_pos)
-                for name in PRIOR_DEPENDENT:
-                    out[f"calibrated_{name}{suffix}"] = LABELING_METRICS[name].func(
-                        ref.tp, ref.fp, ref.fn, ref.tn
-                    )
-            if cost_ratio is not None:
-                out["weighted_accuracy" + suffix] = weighted_accuracy_from_counts(
-                    *cells, cost_ratio
-                )
     return out
 
 
@@ -191,15 +151,27 @@ def _within(values: FloatArray, *drawn: FloatArray) -> FloatArray:
     return out
 
 
-def _quantiles(values: FloatArray, draws: int, level: float) -> Interval | None:
-    """Equal-tailed quantiles of the defined draws; ``None`` when more than 1 - level of
-    the ``draws`` (skipped ones included) are undefined."""
-    defined = values[np.isfinite(values)]
-    if draws - defined.size > (1.0 - level) * draws:
-        return None
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(defined, [tail, 1.0 - tail])
-    return float(low), float(high)
+def _quantiles(
+    drawn: dict[str, FloatArray], draws: int, level: float
+) -> dict[str, Interval | None]:
+    """Equal-tailed quantiles of each metric's defined draws (those defined in every draw
+    from one sort); ``None`` when more than 1 - level of the ``draws`` are undefined."""
+    probs = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
+    out: dict[str, Interval | None] = {}
+    whole = [key for key, values in drawn.items() if np.isfinite(values).all()]
+    if whole:
+        tails = row_quantiles(np.stack([drawn[key] for key in whole]), probs)
+        out.update(zip(whole, zip(tails[0].tolist(), tails[1].tolist(), strict=True), strict=True))
+    for key, values in drawn.items():
+        if key in out:
+            continue
+        defined = values[np.isfinite(values)]
+        if draws - defined.size > (1.0 - level) * draws:
+            out[key] = None
+        else:
+            low, high = np.quantile(defined, probs)
+            out[key] = float(low), float(high)
+    return out
 
 
 def _labelled_areas(

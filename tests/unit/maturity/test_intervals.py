@@ -15,8 +15,8 @@ from _windows import (
 
 from app.errors import InvalidInput
 from app.maturity import NOT_COMPLETABLE, Completion, complete, completed_metrics
-from app.maturity.intervals import _draw_metrics, completion_intervals
-from app.maturity.metrics import histogram_metrics
+from app.maturity.intervals import completion_intervals
+from app.maturity.metrics import histogram_metrics, row_metrics
 from app.maturity.simulation import MaturingWindow
 
 
@@ -79,7 +79,7 @@ def test_the_draws_metrics_are_the_registry_s_draw_by_draw() -> None:
     windows = list(class_windows(rng, 3, prior=0.05, completeness=0.4))
     h1 = np.array([w.full.positives for w in windows])
     h0 = np.array([w.full.negatives for w in windows])
-    drawn = _draw_metrics(h1, h0, OPTIONS["edges"], OPTIONS["thresholds"], 0.1, 0.5)
+    drawn = row_metrics(h1, h0, **OPTIONS)
     for i in range(len(windows)):
         one = histogram_metrics(h1[i], h0[i], **OPTIONS)
         for name, values in drawn.items():
