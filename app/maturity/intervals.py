@@ -101,17 +101,23 @@ def completion_intervals(
     v = remainder(rows.unlabelled, rows.labelled, starts)
     if v is None:
         raise InvalidInput("completion", "does not belong to these histograms")
+    # empty bins hold nothing in any draw and move no metric: draw on the others only
+    keep = np.flatnonzero(rows.unlabelled + rows.labelled > 0.0)
+    group = np.searchsorted(starts, keep, side="right") - 1
+    kept_starts = np.flatnonzero(np.append(True, group[1:] != group[:-1]))
+    kept_edges = np.append(np.asarray(edges, dtype=np.float64)[keep], 1.0)
+    pos, neg, rest = rows.positives[keep], rows.negatives[keep], v[keep]
 
     def metrics_of(h: tuple[FloatArray, FloatArray]) -> dict[str, FloatArray]:
         return row_metrics(
-            h[0], h[1], edges=edges, thresholds=thresholds, pi0=pi0, cost_ratio=cost_ratio
+            h[0], h[1], edges=kept_edges, thresholds=thresholds, pi0=pi0, cost_ratio=cost_ratio
         )
 
     if completion.assumption == "class":
-        drawn = metrics_of(_class_draws(rows.positives, rows.negatives, v, rng, draws))
+        drawn = metrics_of(_class_draws(pos, neg, rest, rng, draws))
     else:
-        completed, truth = _score_draws(rows.positives, rows.negatives, v, starts, rng, draws)
-        point = metrics_of((completion.positives[None], completion.negatives[None]))
+        completed, truth = _score_draws(pos, neg, rest, kept_starts, rng, draws)
+        point = metrics_of((completion.positives[None, keep], completion.negatives[None, keep]))
         estimates, truths = metrics_of(completed), metrics_of(truth)
         drawn = {  # the point estimate less each draw's error, inside the values drawn
             key: _within(point[key] - (values - truths[key]), truths[key], values)
