@@ -19,10 +19,11 @@ interval is the equal-tailed quantiles of the draws.
   piece on average, which half a row per class in each of many small groups
   would), and the group's remainder is split binomially at the drawn share.
 
-Under ``class`` the completed calibrated AUC-PR and KS are the labelled ones,
-so their intervals are the closed-form ones of
-:mod:`app.metrics.area_intervals` on the labelled histograms (their
-bootstrap does not cover); the prior's interval is the completion's own.
+Under ``class`` the completed AUC-ROC, Gini, KS and calibrated AUC-PR are the
+labelled ones, so their intervals are the labelled window's (BCa, and the
+closed forms of :mod:`app.metrics.area_intervals` where the bootstrap does
+not cover); the prior's interval is the completion's own. The OPS intervals
+are the OPS of their metric's interval over the prior's.
 """
 
 from __future__ import annotations
@@ -48,9 +49,8 @@ from app.maturity.completion import (
 )
 from app.maturity.metrics import NOT_COMPLETABLE, row_metrics
 from app.metrics._validation import check_probability
-from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
 from app.metrics.evaluate import OPS_METRICS
-from app.metrics.uncertainty import ops_interval, row_quantiles
+from app.metrics.uncertainty import bootstrap_intervals, ops_interval, row_quantiles
 
 Interval = tuple[float, float]
 
@@ -124,12 +124,12 @@ def completion_intervals(
             for key, values in estimates.items()
         }
     out = _quantiles(drawn, draws, level)
+    if completion.assumption == "class":
+        out.update(_labelled_areas(rows.positives, rows.negatives, pi0, level, rng))
     prior = (completion.prior.lower, completion.prior.upper)
     out.update(_ops_intervals(out, prior))
     out.update(dict.fromkeys(NOT_COMPLETABLE))
     out["prior"] = prior
-    if completion.assumption == "class":
-        out.update(_labelled_areas(rows.positives, rows.negatives, pi0, level))
     return out
 
 
@@ -181,16 +181,19 @@ def _quantiles(
 
 
 def _labelled_areas(
-    positives: FloatArray, negatives: FloatArray, pi0: float | None, level: float
+    positives: FloatArray,
+    negatives: FloatArray,
+    pi0: float | None,
+    level: float,
+    rng: np.random.Generator,
 ) -> dict[str, Interval | None]:
-    def of(interval: tuple[float, float, str | None]) -> Interval | None:
-        low, high, reason = interval
-        return None if reason is not None else (low, high)
-
-    out = {"ks": of(ks_interval(positives, negatives, level))}
-    if pi0 is not None:
-        out["calibrated_auc_pr"] = of(calibrated_auc_pr_interval(positives, negatives, pi0, level))
-    return out
+    """Under ``class`` the completed curve's class-conditional areas are the labelled
+    ones: their intervals are the labelled window's (BCa for AUC-ROC and Gini, the
+    closed forms for KS and calibrated AUC-PR, :func:`app.metrics.uncertainty.bootstrap_intervals`),
+    which cover where a percentile bootstrap of few labelled positives does not."""
+    names = ["auc_roc", "gini", "ks", *(["calibrated_auc_pr"] if pi0 is not None else [])]
+    areas = bootstrap_intervals(positives, negatives, names, rng=rng, pi0=pi0, level=level)
+    return {n: None if np.isnan(low) else (low, high) for n, (low, high) in areas.items()}
 
 
 def _class_draws(
