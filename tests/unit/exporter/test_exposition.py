@@ -29,7 +29,7 @@ from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
 from app.services.windows.sums import WindowSums
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 SELECTOR = re.compile(r"(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\s*(?:\{(?P<matchers>[^}]*)\})?")
 MATCHER = re.compile(r'\s*(?P<label>[A-Za-z_]\w*)\s*(?P<op>=~|!~|!=|=)\s*"(?P<value>[^"]*)"\s*,?')
 

@@ -7,10 +7,10 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
-from test_ingest_parsing import GOOD_TS, MODEL, NOW, SETTINGS, J
 
 from app.errors import InvalidInput
 from app.services.ingest.parse import parse_batch
+from unit.services.ingest.test_parse import GOOD_TS, MODEL, NOW, SETTINGS, J
 
 SCORES = [0.0, 0.1, 0.3, 0.3, 0.5, 0.79, 0.8, 1.0]
 

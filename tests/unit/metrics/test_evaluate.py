@@ -185,7 +185,7 @@ def test_undefined_nauc_when_no_positives() -> None:
 def test_docs_describe_every_reported_metric() -> None:
     from pathlib import Path
 
-    docs = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "metrics.md").read_text()
     s, y = _data()
     for name in evaluate(s, y, pi0=0.1, cost_ratio=0.3):
         if name.startswith("ops_"):

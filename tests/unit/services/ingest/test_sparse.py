@@ -11,7 +11,6 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_probability import EDGE_SCORES  # same directory (rootdir import)
 
 from app.config import Settings
 from app.errors import InvalidInput
@@ -20,6 +19,7 @@ from app.metrics.probability import LOG_LOSS_MAX, ProbabilitySums, probability_s
 from app.services.ingest.parse import ParsedBatch, parse_batch
 from app.services.models.config import ModelConfig
 from app.services.windows.limits import MAX_BATCH_COUNT
+from unit.metrics.test_probability import EDGE_SCORES
 
 NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
 TS = "2026-11-26T12:10:00Z"

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-from test_window_compute import make_model, sample, sums_of
 
 from app.exporter.streaks import window_outcomes
 from app.metrics.confusion import ConfusionCounts
@@ -26,6 +25,7 @@ from app.sla.objectives import (
     Objective,
     evaluate_objective,
 )
+from unit.services.windows.test_compute import make_model, sample, sums_of
 
 T0 = datetime(2026, 11, 26, 10, tzinfo=UTC)
 END = T0 + timedelta(hours=1)
