@@ -9,7 +9,8 @@ checks per rule:
   including those inside functions but not those under ``if TYPE_CHECKING:``,
   followed transitively through app/);
 * a fresh interpreter that imports every module of the package and lists
-  ``sys.modules`` (catches what a third-party import drags in).
+  ``sys.modules`` (catches what a third-party import drags in; in the deploy
+  tier, tests/deploy/test_layering_imports.py, as it starts processes).
 
 A rule whose package does not exist fails: a moved package must move its
 rule too. Every package of app/ (every folder holding Python) must have a layer
@@ -21,9 +22,7 @@ to the checkers as a synthetic import, to show that it fails.
 from __future__ import annotations
 
 import ast
-import json
 import re
-import subprocess
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -220,21 +219,6 @@ def _package_modules(package: str) -> list[str]:
     return sorted(m for m in _modules() if m == package or m.startswith(package + "."))
 
 
-@cache
-def _loaded_by_importing(package: str) -> frozenset[str]:
-    """``sys.modules`` of a fresh interpreter after importing every module of ``package``."""
-    code = (
-        "import importlib, json, sys\n"
-        f"for name in {_package_modules(package)!r}:\n"
-        "    importlib.import_module(name)\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    return frozenset(json.loads(out.stdout))
-
-
 def test_every_package_has_a_layer() -> None:
     folders = {p.parent for p in APP.glob("*/**/*.py")}
     packages = {_module_name(p / "__init__.py") for p in folders if p.parent == APP}
@@ -361,14 +345,6 @@ def test_a_package_cycle_fails_the_check() -> None:
     assert _package_cycles({"app.timegrid": {"app.exporter.series"}})  # longer: leaf <-> exporter
 
 
-@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)
-def test_importing_package_loads_nothing_forbidden(rule: Rule) -> None:
-    loaded = _loaded_by_importing(rule.package)
-    assert rule.package in loaded
-    offenders = sorted(m for m in loaded if _in(m, rule.forbidden) and not _in(m, (rule.package,)))
-    assert not offenders, f"importing {rule.package} loads {offenders[:20]}"
-
-
 @pytest.mark.parametrize(
     "rule", [r for r in RULES if r.third_party is not None], ids=lambda r: r.package
 )
@@ -396,13 +372,6 @@ def test_pure_leaves_import_only_the_standard_library(module: str) -> None:
     ), imported
 
 
-def test_the_collector_does_not_load_the_metrics_core() -> None:
-    loaded = _loaded_by_importing("app.exporter.collector")
-    assert "app.exporter.collector" in loaded
-    assert "app.metrics.labeling" in loaded  # the metric names, for the SLA gauges
-    assert not [m for m in loaded if _in(m, METRICS_COMPUTATION)]
-
-
 def test_services_import_nothing_from_the_web_layer() -> None:
     offenders = [
         f"{m} loads {n}"
@@ -418,22 +387,6 @@ def test_the_graph_check_sees_indirect_and_lazy_imports() -> None:
     closure = _closure(["app.worker.runner"])
     assert "app.db.queue" in closure  # runner -> jobs -> window_refresh -> db.queue
     assert "app.services.windows.compute" in closure  # imported inside a function
-
-
-def test_the_metrics_package_is_lazy_and_keeps_its_entry_point() -> None:
-    """``from app.metrics import evaluate`` is the function, whatever was imported before."""
-    code = (
-        "import sys\n"
-        "import app.metrics.labeling\n"
-        "lazy = 'app.metrics.evaluate' not in sys.modules\n"
-        "import app.metrics.evaluate\n"
-        "from app.metrics import evaluate\n"
-        "print(lazy, callable(evaluate), evaluate([0.2, 0.8], [0, 1])['recall'])\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.split() == ["True", "True", "1.0"]
 
 
 # --- the client package (clients/python/priorwatch_client) ----------------------------
@@ -496,20 +449,3 @@ def test_the_development_install_imports_the_client_from_the_source_tree() -> No
     import priorwatch_client
 
     assert Path(priorwatch_client.__file__).parent == CLIENT
-
-
-def test_importing_the_client_loads_nothing_of_the_server() -> None:
-    modules = sorted(f"priorwatch_client.{p.stem}" for p in CLIENT.glob("*.py"))
-    code = (
-        "import importlib, json, sys\n"
-        f"for name in {modules!r}:\n"
-        "    importlib.import_module(name)\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    loaded = set(json.loads(out.stdout))
-    assert "priorwatch_client.client" in loaded
-    server = ("app", "migrations", "scipy", "pydantic", *STORAGE, *WEB, *EXPORTER)
-    assert not sorted(m for m in loaded if _in(m, server))

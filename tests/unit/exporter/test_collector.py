@@ -1,15 +1,13 @@
 """The exporter's families from a synthetic snapshot (no database): names, labels,
-omissions, and a text exposition that the prometheus parser and promtool accept."""
+omissions, and a text exposition that the prometheus parser accepts (promtool's check
+is in tests/deploy/test_exporter_promtool.py)."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -239,18 +237,6 @@ def test_exposed_names_follow_prometheus_conventions() -> None:
     assert {f"{c}_total" for c in counters} == {
         n for n in names.EXPOSED_NAMES if n.endswith("_total")
     } - {"priorwatch_batches_rejected_total"}
-
-
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
-def test_promtool_accepts_the_exposition() -> None:
-    rejections = RejectionCounter()
-    rejections.inc("invalid_input")
-    windows = [_window(), _window("eu")]
-    text = _exposition(_snapshot([_model()], windows, dirty=1), rejections)
-    done = subprocess.run(
-        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_repeated_objective_ids_of_older_settings_stay_distinct_series() -> None:

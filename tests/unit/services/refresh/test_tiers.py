@@ -3,8 +3,6 @@ compute_window_result, the stored document's carried detail and the SLA fallback
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -107,16 +105,6 @@ def test_window_phases_are_fixed_by_the_key_and_spread_evenly() -> None:
     # 2,000 keys in 10 equal bins: a chi-square of 9 degrees of freedom, p > 0.001
     counts, _ = np.histogram(phases, bins=10, range=(0.0, 1.0))
     assert ((counts - 200.0) ** 2 / 200.0).sum() < 27.88
-
-
-def test_the_phase_does_not_depend_on_the_process() -> None:
-    """A hash of the key's text, not Python's salted ``hash``: another interpreter agrees."""
-    code = (
-        "from datetime import datetime, UTC; from app.services.refresh.tiers import detail_phase; "
-        "print(repr(detail_phase(7, 'seg-3', datetime(2026, 11, 26, 10, tzinfo=UTC))))"
-    )
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert float(other.stdout) == detail_phase(7, "seg-3", T0)
 
 
 # --- the two tiers -----------------------------------------------------------------
