@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
-import importlib
-
 import numpy as np
 import pytest
 from scipy import stats
@@ -370,18 +367,3 @@ def test_a_reference_filling_two_groups_has_no_fit_test() -> None:
     assert est.fit.df == 0 and est.fit.p_value is None
     assert (est.reliable, est.unreliable_reason) == (False, "too_few_groups")
     assert est.value == pytest.approx(0.5, abs=1e-9)  # (0.5 f1 + 0.5 f0) is uniform
-
-
-@pytest.mark.parametrize(
-    "module",
-    [
-        "app.estimation.reference",
-        "app.estimation.prior",
-        "app.estimation.estimate",
-        "app.metrics.evaluate",
-    ],
-)
-def test_docstring_examples_run(module: str) -> None:
-    mod = importlib.import_module(module)
-    result = doctest.testmod(mod, extraglobs={"np": np}, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0

@@ -380,29 +380,6 @@ def test_curve_counts_reject_a_bad_threshold_and_prior() -> None:
     assert err.value.field == "prior"
 
 
-@pytest.mark.parametrize(
-    "module",
-    [
-        "app.metrics.areas",
-        "app.metrics.curves",
-        "app.metrics.points",
-        "app.metrics.binning",
-        "app.metrics.probability",
-        "app.metrics.calibrated",
-        "app.metrics.evaluate",
-        "app.reporting",
-    ],
-)
-def test_docstring_examples_run(module: str) -> None:
-    import doctest
-    import importlib
-    import sys
-
-    importlib.import_module(module)
-    result = doctest.testmod(sys.modules[module], optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0 and result.attempted > 0
-
-
 def test_the_unchecked_area_kernels_give_the_public_functions_values_bit_for_bit() -> None:
     from app.metrics.areas import AREA_KERNELS
     from app.metrics.uncertainty import CURVE_AREAS
