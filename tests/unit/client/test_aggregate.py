@@ -12,13 +12,13 @@ import httpx
 import numpy as np
 import orjson
 import pytest
+from builders import model_config
 
 from app.config import Settings
 from app.errors import InvalidInput
 from app.metrics.binning import default_bin_edges, histogram_counts
 from app.metrics.probability import ProbabilitySums
 from app.services.ingest.parse import parse_batch
-from app.services.models.config import ModelConfig
 from priorwatch_client import (
     BufferFull,
     Client,
@@ -32,18 +32,7 @@ from priorwatch_client.aggregate import Binner
 
 NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
 EDGES = default_bin_edges((0.5, 0.2), n_bins=3000)
-MODEL = ModelConfig(
-    id=1,
-    name="fraud",
-    window="1h",
-    thresholds=(0.5, 0.2),
-    pi0=0.1,
-    cost_ratio=None,
-    segments=frozenset({"eu"}),
-    sla=(),
-    drift={},
-    bin_edges=EDGES,
-)
+MODEL = model_config((0.5, 0.2), name="fraud", segments=frozenset({"eu"}), bin_edges=EDGES)
 SETTINGS = Settings(_env_file=None)  # type: ignore[call-arg]
 
 

@@ -19,15 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from builders import model_config, sample, sums_of
 
 from app.exporter import names
 from app.exporter.exposition import COMPACT, COMPACT_METRICS, Exposition
-from app.metrics.binning import default_bin_edges, histogram_counts
-from app.metrics.confusion import ConfusionCounts
-from app.metrics.probability import ProbabilitySums
-from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
-from app.services.windows.sums import WindowSums
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 SELECTOR = re.compile(r"(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\s*(?:\{(?P<matchers>[^}]*)\})?")
@@ -77,26 +73,14 @@ def selectors(expression: str) -> Iterator[tuple[str, dict[str, tuple[str, str]]
 @cache
 def computed_metric_names() -> frozenset[str]:
     """Every metric name a window result holds (metrics and intervals, two thresholds)."""
-    edges = default_bin_edges((0.3, 0.5), n_bins=100)
-    rng = np.random.default_rng(1)
-    labels = (rng.random(600) < 0.2).astype(np.int64)
-    scores = np.clip(rng.normal(0.3 + 0.3 * labels, 0.2), 0.0, 1.0)
-    pos, neg = histogram_counts(scores, labels, edges)
-    confusions = tuple(ConfusionCounts.from_predictions(scores, labels, t) for t in (0.3, 0.5))
-    probabilities = ProbabilitySums.from_predictions(scores, labels)
-    sums = WindowSums(labels.size, int(labels.sum()), pos, neg, confusions, probabilities)
-    config = ModelConfig(
-        id=0,
-        name="m",
-        window="1h",
-        thresholds=(0.3, 0.5),
+    config = model_config(
+        (0.3, 0.5),
+        n_bins=100,
         pi0=0.2,
         cost_ratio=0.5,
-        segments=frozenset(),
-        sla=(),
         drift={"reference": {"trailing_windows": 3}},
-        bin_edges=edges,
     )
+    sums = sums_of(*sample(np.random.default_rng(1), 600, 0.2), config)
     result = compute_window_result(config, sums, sums)
     return frozenset({*result.metrics, *result.intervals, "prior"})
 

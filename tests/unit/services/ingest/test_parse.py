@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from builders import model_config
 
 from app.config import Settings
 from app.errors import InvalidInput, MalformedBody
-from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.services.ingest.parse import parse_batch
@@ -28,18 +28,7 @@ THRESHOLDS = (0.5, 0.3, 0.8)
 
 
 def _model(thresholds: tuple[float, ...] = THRESHOLDS, n_bins: int = 200) -> ModelConfig:
-    return ModelConfig(
-        id=1,
-        name="m",
-        window="1h",
-        thresholds=thresholds,
-        pi0=0.1,
-        cost_ratio=None,
-        segments=frozenset({"eu", "us"}),
-        sla=(),
-        drift={},
-        bin_edges=default_bin_edges(thresholds, n_bins=n_bins),
-    )
+    return model_config(thresholds, n_bins=n_bins, segments=frozenset({"eu", "us"}))
 
 
 MODEL = _model()

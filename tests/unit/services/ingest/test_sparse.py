@@ -9,32 +9,20 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from builders import model_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.config import Settings
 from app.errors import InvalidInput
-from app.metrics.binning import default_bin_edges
 from app.metrics.probability import LOG_LOSS_MAX, ProbabilitySums, probability_sum_bounds
 from app.services.ingest.parse import ParsedBatch, parse_batch
-from app.services.models.config import ModelConfig
 from app.services.windows.limits import MAX_BATCH_COUNT
 from unit.metrics.test_probability import EDGE_SCORES
 
 NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
 TS = "2026-11-26T12:10:00Z"
-MODEL = ModelConfig(
-    id=1,
-    name="m",
-    window="1h",
-    thresholds=(0.5, 0.3),
-    pi0=0.1,
-    cost_ratio=None,
-    segments=frozenset({"eu"}),
-    sla=(),
-    drift={},
-    bin_edges=default_bin_edges((0.5, 0.3), n_bins=300),
-)
+MODEL = model_config((0.5, 0.3), n_bins=300, segments=frozenset({"eu"}))
 J = MODEL.n_bins
 SETTINGS = Settings(_env_file=None)  # type: ignore[call-arg]
 

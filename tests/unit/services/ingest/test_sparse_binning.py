@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+from builders import model_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,23 +16,11 @@ from app.metrics.binning import _sorted_bin_counts, default_bin_edges, histogram
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.probability import ProbabilitySums
 from app.services.ingest.parse import parse_batch
-from app.services.models.config import ModelConfig
 
 NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
 THRESHOLDS = (0.5, 0.3, 0.05)
 EDGES = default_bin_edges(THRESHOLDS)  # 10,000 bins: a 100-row batch takes the sparse path
-MODEL = ModelConfig(
-    id=1,
-    name="m",
-    window="1h",
-    thresholds=THRESHOLDS,
-    pi0=0.1,
-    cost_ratio=None,
-    segments=frozenset(),
-    sla=(),
-    drift={},
-    bin_edges=EDGES,
-)
+MODEL = model_config(THRESHOLDS, bin_edges=EDGES)
 SETTINGS = Settings(_env_file=None)  # type: ignore[call-arg]
 # 0, 1, the thresholds, edges and their neighbours: where a search can be off by one bin
 SPECIAL = [0.0, 1.0, *THRESHOLDS, *EDGES[[1, 2, 4999, 5000, -3, -2]].tolist()]
@@ -78,7 +67,7 @@ def test_small_batches_store_the_dense_paths_bins_sums_and_matrices(rows: Any) -
 
 
 def test_a_threshold_off_the_edges_counts_from_the_next_edge_up() -> None:
-    model = ModelConfig(**{**MODEL.__dict__, "bin_edges": default_bin_edges((), n_bins=4)})
+    model = model_config(THRESHOLDS, bin_edges=default_bin_edges((), n_bins=4))
     scores, labels = [0.1, 0.45, 0.55, 0.9, 1.0], [0, 1, 0, 1, 1]
     body = {"timestamp": "2026-11-26T12:10:00Z", "scores": scores, "labels": labels}
     parsed = parse_batch(orjson.dumps(body), model, SETTINGS, NOW)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from builders import model_config
 
 from app.errors import InvalidInput
 from app.services.models.config import ModelConfig
@@ -18,18 +19,8 @@ HOUR = timedelta(hours=1)
 
 
 def _model(retention: str | None, reference: dict[str, Any] | None = None) -> ModelConfig:
-    return ModelConfig(
-        id=1,
-        name="m",
-        window="1h",
-        thresholds=(0.5,),
-        pi0=0.1,
-        cost_ratio=None,
-        segments=frozenset(),
-        sla=(),
-        drift={"reference": reference},
-        bin_edges=np.linspace(0.0, 1.0, 3),
-        retention=retention,
+    return model_config(
+        drift={"reference": reference}, bin_edges=np.linspace(0.0, 1.0, 3), retention=retention
     )
 
 

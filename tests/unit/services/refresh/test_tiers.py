@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+from builders import model_config, sample, sums_of
 
 from app.exporter.streaks import window_outcomes
 from app.metrics.confusion import ConfusionCounts
@@ -23,9 +24,9 @@ from app.sla.objectives import (
     Objective,
     evaluate_objective,
 )
-from unit.services.windows.test_compute import make_model, sample, sums_of
 
 T0 = datetime(2026, 11, 26, 10, tzinfo=UTC)
+MODEL = model_config((0.5, 0.3), n_bins=2_000, pi0=0.05, cost_ratio=0.7)
 END = T0 + timedelta(hours=1)
 MINUTE = timedelta(minutes=1)
 
@@ -112,8 +113,7 @@ def test_window_phases_are_fixed_by_the_key_and_spread_evenly() -> None:
 
 @pytest.fixture(scope="module")
 def window_and_model() -> tuple[ModelConfig, WindowSums]:
-    model = make_model()
-    return model, sums_of(*sample(np.random.default_rng(31), 20_000, 0.1), model)
+    return MODEL, sums_of(*sample(np.random.default_rng(31), 20_000, 0.1), MODEL)
 
 
 def test_full_result_is_the_summary_plus_the_detail(
@@ -148,8 +148,7 @@ def test_a_given_generator_draws_both_tiers(
 
 
 def test_a_window_of_unlabelled_rows_only_keeps_the_tier_asked_for() -> None:
-    model = make_model()
-    window = sums_of(*sample(np.random.default_rng(32), 500, 0.1), model)
+    window = sums_of(*sample(np.random.default_rng(32), 500, 0.1), MODEL)
     unlabelled = replace(
         window,
         n=0,
@@ -160,8 +159,8 @@ def test_a_window_of_unlabelled_rows_only_keeps_the_tier_asked_for() -> None:
         sums=None,
         unlabelled=window.hist_positives + window.hist_negatives,  # type: ignore[operator]
     )
-    assert compute_window_result(model, unlabelled, None, detail=False).detail is False
-    assert compute_window_result(model, unlabelled, None).detail is True
+    assert compute_window_result(MODEL, unlabelled, None, detail=False).detail is False
+    assert compute_window_result(MODEL, unlabelled, None).detail is True
 
 
 # --- the stored document ----------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from builders import model_config, sums_of
 
 from app.drift.histograms import WindowHistograms
 from app.drift.settings import DriftSettings
@@ -18,11 +19,9 @@ from app.drift.simulation import shifted_logit_scores
 from app.drift.verdict import drift_verdict
 from app.metrics.area_intervals import FEW_NEGATIVES, calibrated_auc_pr_interval, ks_interval
 from app.metrics.areas import roc_auc_from_counts
-from app.metrics.binning import default_bin_edges, histogram_counts
+from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
-from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.evaluate import CURVE_METRICS, evaluate, threshold_suffix
-from app.metrics.probability import ProbabilitySums
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import (
     INSUFFICIENT,
@@ -43,41 +42,19 @@ EDGES = default_bin_edges(THRESHOLDS, n_bins=2_000)
 
 def make_model(**changes: Any) -> ModelConfig:
     fields: dict[str, Any] = {
-        "id": 1,
         "name": "fraud",
-        "window": "1h",
-        "thresholds": THRESHOLDS,
         "pi0": 0.05,
         "cost_ratio": 0.7,
-        "segments": frozenset(),
-        "sla": (),
         "drift": {"reference": None, "min_class_count": 30},
         "bin_edges": EDGES,
     }
-    fields.update(changes)
-    return ModelConfig(**fields)
+    return model_config(THRESHOLDS, **{**fields, **changes})
 
 
 def sample(
     rng: np.random.Generator, n: int, prior: float, shift: float = 0.0
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     return shifted_logit_scores(rng, n, prior, separation=1.8 - shift, offset=-1.0)
-
-
-def sums_of(
-    scores: npt.NDArray[np.float64], labels: npt.NDArray[np.bool_], model: ModelConfig
-) -> WindowSums:
-    """What ingestion stores for one scores batch (histograms, exact matrices, sums)."""
-    pos, neg = histogram_counts(scores, labels, model.bin_edges)
-    curve = cumulative_counts_from_histograms(pos, neg, model.bin_edges)
-    return WindowSums(
-        n=int(scores.size),
-        positives=int(labels.sum()),
-        hist_positives=pos,
-        hist_negatives=neg,
-        confusion=tuple(curve.confusion_at(t) for t in model.thresholds),
-        sums=ProbabilitySums.from_predictions(scores, labels),
-    )
 
 
 def label_only(c: ConfusionCounts, n_thresholds: int = 2) -> WindowSums:

@@ -11,16 +11,15 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from builders import model_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.config import Settings
-from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.services.ingest.batch import batch_delta
 from app.services.ingest.parse import ParsedBatch, parse_batch
-from app.services.models.config import ModelConfig
 from app.services.windows.deltas import (
     Delta,
     ExactSums,
@@ -33,18 +32,7 @@ from app.services.windows.deltas import (
 from app.services.windows.sums import WindowSums
 
 NOW = datetime(2026, 11, 26, 12, 30, tzinfo=UTC)
-MODEL = ModelConfig(
-    id=1,
-    name="m",
-    window="1d",
-    thresholds=(0.5, 0.7),
-    pi0=0.1,
-    cost_ratio=None,
-    segments=frozenset(),
-    sla=(),
-    drift={},
-    bin_edges=default_bin_edges((0.5, 0.7), n_bins=64),
-)
+MODEL = model_config((0.5, 0.7), n_bins=64, window="1d")
 SETTINGS = Settings(_env_file=None)  # type: ignore[call-arg]
 
 

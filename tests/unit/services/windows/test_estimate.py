@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from builders import model_config
 
 from app.drift.histograms import WindowHistograms
 from app.drift.simulation import BinormalStream
@@ -13,7 +14,6 @@ from app.estimation import MixtureReference, estimate_window
 from app.metrics.binning import default_bin_edges
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
-from app.services.models.config import ModelConfig
 from app.services.windows import estimate as window_estimate
 from app.services.windows.compute import compute_window_result
 from app.services.windows.estimate import (
@@ -30,15 +30,10 @@ from app.services.windows.sums import WindowSums, sums_seed
 THRESHOLDS = (0.5, 0.3)
 EDGES = default_bin_edges(THRESHOLDS, n_bins=2_000)
 STREAM = BinormalStream(EDGES, mu_positive=0.0, mu_negative=-1.5)
-MODEL = ModelConfig(
-    id=1,
+MODEL = model_config(
+    THRESHOLDS,
     name="fraud",
-    window="1h",
-    thresholds=THRESHOLDS,
-    pi0=0.1,
     cost_ratio=0.7,
-    segments=frozenset(),
-    sla=(),
     drift={"reference": {"trailing_windows": 3}, "alpha": 0.01},
     bin_edges=EDGES,
 )
