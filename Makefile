@@ -43,7 +43,7 @@ test: $(STAMP) ## the whole suite (doctests of app/ and the client, unit, SQLite
 	  || { echo "app/metrics must stay at 100% line coverage:"; $(BIN)/coverage report --include='app/metrics/*' --show-missing --skip-covered; exit 1; }
 
 test-fast: $(STAMP) ## doctests and unit tests without the slow simulations (pure Python: no database, no process)
-	$(BIN)/pytest app $(CLIENT) tests/unit -m "not slow" -q
+	$(BIN)/pytest -n auto app $(CLIENT) tests/unit -m "not slow" -q
 
 lint: $(STAMP) ## ruff lint and format check, mypy strict on app/ and the client
 	$(BIN)/ruff check .

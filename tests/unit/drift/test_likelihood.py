@@ -123,6 +123,7 @@ def test_class_p_value_is_bonferroni_of_rank_and_chi_square() -> None:
         (100_000, 1_000, 0.1, 0.1, 14),  # reference 100 times the window
     ],
 )
+@pytest.mark.slow
 def test_false_alarm_rate_is_alpha_whatever_the_window_reference_ratio(
     reference_n: int, window_n: int, reference_prior: float, window_prior: float, seed: int
 ) -> None:

@@ -83,6 +83,7 @@ def test_estimated_metrics_are_those_of_the_mixture_window(
     assert got["prior"] == pytest.approx(prior, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_prior_free_and_calibrated_metrics_are_the_references(
     reference_histograms: WindowHistograms,
 ) -> None:

@@ -84,6 +84,7 @@ def test_the_pseudo_count_does_not_bias_the_prior(reference_positives: int) -> N
 @pytest.mark.parametrize(
     ("mu_negative", "reference_prior"), [(-2.5, 0.01), (-2.5, 0.1), (-1.0, 0.1)]
 )
+@pytest.mark.slow
 def test_the_prior_is_unbiased_at_50_reference_positives(
     mu_negative: float, reference_prior: float
 ) -> None:

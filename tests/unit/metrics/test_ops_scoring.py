@@ -133,6 +133,7 @@ def test_precision_at_fraction_ops_matches_brute_force(
 
 # ------------------------------------------------------------------ paper's values
 @pytest.mark.parametrize("depth_ref", ["default", "paper"])
+@pytest.mark.slow
 def test_auc_pr_matches_the_paper(depth_ref: str, request: pytest.FixtureRequest) -> None:
     ref = request.getfixturevalue(depth_ref)
     ops = outperformance_score("auc_pr", 0.6, 0.1, reference=ref)

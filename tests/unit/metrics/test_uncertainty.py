@@ -120,6 +120,7 @@ def test_recall_interval_is_the_exact_jeffreys_quantile_range() -> None:
     assert high == pytest.approx(exact[1], abs=2e-3)
 
 
+@pytest.mark.slow
 def test_balanced_accuracy_interval_matches_brodersens_convolution() -> None:
     # Brodersen et al.: the posterior of BA = (TPR + TNR)/2 is the convolution of
     # Beta(TP+a, FN+a) and Beta(TN+a, FP+a) (a = 1/2 here); its CDF by numerical integration.

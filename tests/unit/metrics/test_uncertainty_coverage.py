@@ -26,6 +26,8 @@ from app.metrics.uncertainty import (
 TRIALS = 1_000
 FLOOR = 0.925
 
+pytestmark = pytest.mark.slow
+
 
 def _metric(name: str, counts: ConfusionCounts) -> float:
     return float(LABELING_METRICS[name].func(counts.tp, counts.fp, counts.fn, counts.tn))

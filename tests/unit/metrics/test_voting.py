@@ -44,6 +44,7 @@ def _mcc_defined(scores: np.ndarray, threshold: float) -> bool:
 
 @given(shared_traffic())
 @settings(max_examples=60, deadline=None)
+@pytest.mark.slow
 def test_vote_matches_sklearn_metrics(
     data: tuple[np.ndarray, np.ndarray, np.ndarray, float],
 ) -> None:

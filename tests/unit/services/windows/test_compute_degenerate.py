@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+from builders import model_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +31,6 @@ from app.metrics.curves import cumulative_counts_from_histograms
 from app.metrics.dbt import dbt_reference
 from app.metrics.labeling import LABELING_METRICS
 from app.metrics.probability import LOG_LOSS_EPS, ProbabilitySums
-from app.services.models.config import ModelConfig
 from app.services.windows.compute import WindowResult, compute_window_result
 from app.services.windows.estimate import ERROR_REASON_KEY
 from app.services.windows.sums import WindowSums
@@ -42,15 +42,11 @@ MIDPOINTS = (EDGES[:-1] + EDGES[1:]) / 2.0
 CEILING = 2**53
 """The most examples a window may hold (docs/api.md, count limits)."""
 
-MODEL = ModelConfig(
-    id=1,
+MODEL = model_config(
+    THRESHOLDS,
     name="degenerate",
-    window="1h",
-    thresholds=THRESHOLDS,
     pi0=0.05,
     cost_ratio=0.7,
-    segments=frozenset(),
-    sla=(),
     drift={"reference": {"trailing_windows": 3}, "min_class_count": 1},
     bin_edges=EDGES,
 )
@@ -256,6 +252,7 @@ def check_every_path(window: WindowSums, merged: WindowSums, reference: WindowSu
 
 @PROPS
 @given(degenerate_cases())
+@pytest.mark.slow
 def test_degenerate_windows_compute_in_every_tier_and_when_merged(
     case: tuple[WindowSums, WindowSums, WindowSums | None],
 ) -> None:
