@@ -22,6 +22,7 @@ to the checkers as a synthetic import, to show that it fails.
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import sys
 import tomllib
@@ -449,3 +450,45 @@ def test_the_development_install_imports_the_client_from_the_source_tree() -> No
     import priorwatch_client
 
     assert Path(priorwatch_client.__file__).parent == CLIENT
+
+
+# --- docs/design.md: the layer table and the rooms table are this file's tables ---------
+
+
+def _design_table(heading: str) -> list[list[str]]:
+    """The cells of each body row of the first table under ``## heading`` of docs/design.md."""
+    section = (REPO / "docs" / "design.md").read_text().split(f"\n## {heading}\n", 1)[1]
+    lines = section.split("\n## ", 1)[0].splitlines()
+    rows = [line for line in lines if line.startswith("|")]
+    assert len(rows) > 2 and set(rows[1]) <= set("|- "), f"no table under ## {heading}"
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[2:]]
+
+
+def _listed(cell: str) -> list[str]:
+    """The packages or modules named in a cell: `app/db` -> app.db, `app/main.py` -> app.main."""
+    paths = re.findall(r"`([^`]+)`", cell)
+    return [
+        Path(p).name if p.startswith("clients/") else p.removesuffix(".py").replace("/", ".")
+        for p in paths
+    ]
+
+
+def test_the_design_docs_layer_table_is_layers() -> None:
+    layer_of = {name: row[1] for row in _design_table("Layers") for name in _listed(row[0])}
+    leaves = dict.fromkeys(PURE_LEAVES, "pure leaf")
+    assert layer_of == {**LAYERS, **leaves, "app.main": "web", CLIENT.name: "client"}
+
+
+def test_the_design_docs_rooms_table_lists_every_package_and_room() -> None:
+    rows = _design_table("Rooms")
+    listed = [name for row in rows for name in _listed(row[0])]
+    assert sorted(listed) == sorted({*LAYERS, *ROOMS})
+    for row in rows:
+        for folder in re.findall(r"`([^`]+)`", row[3]):
+            assert (REPO / folder).is_dir(), f"{row[0]}: no folder {folder}"
+        for entry in re.findall(r"`(app\.[\w.]+)`", row[2]):
+            module, _, name = entry.rpartition(".")
+            try:
+                importlib.import_module(entry)
+            except ModuleNotFoundError:
+                assert hasattr(importlib.import_module(module), name), f"{row[0]}: no {entry}"
