@@ -1,6 +1,6 @@
 """The backpressure alert's promtool unit tests (deploy/prometheus/tests/backpressure.test.yml)
 fail against a broken rule (mutation tests; promtool itself runs every unit test file
-in tests/unit/test_deploy_prometheus.py)."""
+in tests/deploy/test_deploy_prometheus.py)."""
 
 from __future__ import annotations
 
