@@ -37,13 +37,13 @@ COVERAGE_FLOOR := 98
 # line coverage of app/ and the client measured by `make test`, rounded down; raise it, never lower it
 CLIENT := clients/python/priorwatch_client
 
-test: $(STAMP) ## the whole suite (doctests of app/ and the client, unit, SQLite and PostgreSQL integration, e2e); coverage floor on app/ and the client, 100% on app/metrics
-	$(BIN)/pytest --doctest-modules app $(CLIENT) tests --cov=app --cov=$(CLIENT) --cov-report=term-missing:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
+test: $(STAMP) ## the whole suite (doctests of app/ and the client, unit, SQLite and PostgreSQL integration, e2e, deploy); coverage floor on app/ and the client, 100% on app/metrics
+	$(BIN)/pytest --cov=app --cov=$(CLIENT) --cov-report=term-missing:skip-covered --cov-fail-under=$(COVERAGE_FLOOR)
 	@$(BIN)/coverage report --include='app/metrics/*' --fail-under=100 >/dev/null \
 	  || { echo "app/metrics must stay at 100% line coverage:"; $(BIN)/coverage report --include='app/metrics/*' --show-missing --skip-covered; exit 1; }
 
-test-fast: $(STAMP) ## unit tests and doctests, without the slow simulations (no database; under a minute)
-	$(BIN)/pytest --doctest-modules app $(CLIENT) tests/unit -m "not slow" -q
+test-fast: $(STAMP) ## doctests and unit tests without the slow simulations (pure Python: no database, no process)
+	$(BIN)/pytest -n auto app $(CLIENT) tests/unit -m "not slow" -q
 
 lint: $(STAMP) ## ruff lint and format check, mypy strict on app/ and the client
 	$(BIN)/ruff check .

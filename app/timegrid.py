@@ -19,7 +19,7 @@ longer one, so windows nest (5m -> 15m -> 1h -> 6h -> 1d -> 1w).
 
 The Python client keeps its own copy of :func:`window_start` and
 :func:`isoformat_z` (priorwatch_client.windows), held equal by
-tests/unit/test_client_parity.py.
+tests/unit/client/test_parity.py.
 """
 
 from __future__ import annotations

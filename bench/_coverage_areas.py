@@ -2,7 +2,7 @@
 (sections 3 and 4 of ``bench_coverage.py``; imported as ``_coverage_areas``).
 
 3. The closed-form intervals of :mod:`app.metrics.area_intervals`, the ones the
-   worker stores (``tests/unit/test_window_compute.py`` checks that they are),
+   worker stores (``tests/unit/services/windows/test_compute.py`` checks that they are),
    on the default 10,000 bins: five score models (binormal, a weak binormal,
    unequal variances, five tied score values, and point masses at exactly 0
    and 1), 30 to 10,000 expected positives, window priors 0.01/0.1/0.5 and

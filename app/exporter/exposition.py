@@ -3,7 +3,7 @@
 The compact exposition keeps, of each family labelled by ``metric``, only the
 metric names the shipped dashboard (deploy/grafana/dashboards) and rules
 (deploy/prometheus/rules) read; every other family is always written in
-full. tests/unit/test_exporter_exposition.py parses every PromQL expression
+full. tests/unit/exporter/test_exposition.py parses every PromQL expression
 of both and checks that each series they select is kept, so the default never
 drops a used series. docs/reading.md gives the series count per window of
 each choice.

@@ -4,7 +4,7 @@ prometheus_client's ``generate_latest`` validates and escapes every label of
 every sample (about 30 us per sample here); at 100 models x 10 segments the
 window families hold ~150,000 samples, so the scrape would take seconds.
 :func:`sample_lines` writes the same lines with each distinct label value
-and label prefix escaped once; tests/unit/test_exporter_text.py checks that
+and label prefix escaped once; tests/unit/exporter/test_text.py checks that
 the text parses to exactly the samples of ``generate_latest`` over the same
 series.
 """

@@ -20,12 +20,12 @@ over-confident model) reaches logits below −16. Measured on binormal-logit
 scores (calibrated, or tempered by a factor 0.5 to 2), n = 1e6, priors 0.5 to
 0.001: ROC-AUC and AUC-PR from default-bin histograms stay within 1e-3 of the
 per-example values (docs/metrics.md has the figures, bench/bench_evaluate.py
-re-measures them, tests/unit/test_binning.py checks them). The error grows
+re-measures them, tests/unit/metrics/test_binning.py checks them). The error grows
 with the bin width relative to the spread of the scores: for scores squeezed
 into a band narrower than about one logit unit, use more bins.
 
 The Python client bins with its own copy of :func:`histogram_counts` and its
-checks (priorwatch_client.binning): change both, tests/unit/test_client_parity.py
+checks (priorwatch_client.binning): change both, tests/unit/client/test_parity.py
 holds them equal.
 """
 
@@ -126,7 +126,7 @@ def histogram_counts(scores: Any, labels: Any, edges: Any) -> tuple[Counts, Coun
     if s.size * 4 <= e.size - 1:
         # A small batch: search each score in the edges and count the bins hit,
         # about 10 times faster than locating every edge at 100 scores in
-        # 10,000 bins; the same counts (tests/unit/test_binning.py).
+        # 10,000 bins; the same counts (tests/unit/metrics/test_binning.py).
         bins = bin_indices(s, e)
         return (
             np.bincount(bins[y], minlength=e.size - 1),

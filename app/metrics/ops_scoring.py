@@ -31,7 +31,7 @@ Two phases (built once per reference, evaluated cheaply per window):
   nodes, on a transformed scale: logit(AUC-PR) and (lift area - 1) / (-ln pi).
   With LOGIT_STEP = 0.25 the per-curve error is below 1e-5 and the OPS error
   about 1e-4, far below the Monte-Carlo error (measured by bench/bench_ops.py
-  and tests/unit/test_ops_scoring.py against :meth:`ScoringReference.exact_values`).
+  and tests/unit/metrics/test_ops_scoring.py against :meth:`ScoringReference.exact_values`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ terms, so a window stores their sums (:class:`ProbabilitySums`) and merges
 batches and windows by adding them (spec section 4).
 
 The Python client sums with its own copy of :class:`ProbabilitySums`
-(priorwatch_client.sums): change both, tests/unit/test_client_parity.py holds
+(priorwatch_client.sums): change both, tests/unit/client/test_parity.py holds
 them equal bit for bit.
 """
 

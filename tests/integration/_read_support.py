@@ -22,11 +22,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 import sqlalchemy as sa
+from builders import sample
 from fastapi.testclient import TestClient
 
 from app.config import Settings
 from app.db.base import Base
-from app.drift.simulation import shifted_logit_scores
 from app.main import create_app
 from app.timegrid import window_start
 from app.worker.jobs import DatabaseJobs
@@ -61,12 +61,6 @@ def drain(client: TestClient, max_jobs: int = 2_000) -> int:
             return done
         jobs.run(job)
     raise AssertionError(f"the queue did not drain in {max_jobs} jobs")
-
-
-def sample(rng: np.random.Generator, n: int, prior: float) -> tuple[Scores, Labels]:
-    """Scores with logit N(-2, 1) for negatives and N(-0.5, 1) for positives."""
-    scores, labels = shifted_logit_scores(rng, n, prior, separation=1.5, offset=-2.0)
-    return scores, labels.astype(np.int64)
 
 
 @dataclass

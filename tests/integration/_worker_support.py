@@ -8,15 +8,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import orjson
 import sqlalchemy as sa
+from builders import sample
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db.models import Model, WindowAggregate, WindowMetrics
 from app.db.session import make_engine, make_session_factory
-from app.drift.simulation import shifted_logit_scores
 from app.services.ingest.batch import ingest_batch
 from app.services.models.config import ModelConfig
 from app.services.models.registry import create_model
@@ -56,14 +55,6 @@ def register_model(
     with factory() as session:
         model = create_model(session, ModelCreate.model_validate(body), utcnow())
         return ModelConfig.from_row(model)
-
-
-def sample(
-    rng: np.random.Generator, n: int, prior: float, separation: float = 1.5
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-    """Scores with logit N(-2, 1) for negatives, shifted by ``separation`` for positives."""
-    scores, labels = shifted_logit_scores(rng, n, prior, separation=separation, offset=-2.0)
-    return scores, labels.astype(np.int64)
 
 
 def post_batch(

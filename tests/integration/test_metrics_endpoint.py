@@ -25,9 +25,9 @@ from _read_support import (
     drain,
     iso,
     populated_app,
-    sample,
     shared_database_url,
 )
+from builders import sample
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-from _read_support import drain, iso, sample
+from _read_support import drain, iso
+from builders import sample
 
 from app.statuses import DriftStatus
 from app.timegrid import window_start

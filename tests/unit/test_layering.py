@@ -9,7 +9,8 @@ checks per rule:
   including those inside functions but not those under ``if TYPE_CHECKING:``,
   followed transitively through app/);
 * a fresh interpreter that imports every module of the package and lists
-  ``sys.modules`` (catches what a third-party import drags in).
+  ``sys.modules`` (catches what a third-party import drags in; in the deploy
+  tier, tests/deploy/test_layering_imports.py, as it starts processes).
 
 A rule whose package does not exist fails: a moved package must move its
 rule too. Every package of app/ (every folder holding Python) must have a layer
@@ -21,9 +22,8 @@ to the checkers as a synthetic import, to show that it fails.
 from __future__ import annotations
 
 import ast
-import json
+import importlib
 import re
-import subprocess
 import sys
 import tomllib
 from collections.abc import Mapping
@@ -224,21 +224,6 @@ def _package_modules(package: str) -> list[str]:
     return sorted(m for m in _modules() if m == package or m.startswith(package + "."))
 
 
-@cache
-def _loaded_by_importing(package: str) -> frozenset[str]:
-    """``sys.modules`` of a fresh interpreter after importing every module of ``package``."""
-    code = (
-        "import importlib, json, sys\n"
-        f"for name in {_package_modules(package)!r}:\n"
-        "    importlib.import_module(name)\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    return frozenset(json.loads(out.stdout))
-
-
 def test_every_package_has_a_layer() -> None:
     folders = {p.parent for p in APP.glob("*/**/*.py")}
     packages = {_module_name(p / "__init__.py") for p in folders if p.parent == APP}
@@ -366,14 +351,6 @@ def test_a_package_cycle_fails_the_check() -> None:
     assert _package_cycles({"app.timegrid": {"app.exporter.series"}})  # longer: leaf <-> exporter
 
 
-@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.package)
-def test_importing_package_loads_nothing_forbidden(rule: Rule) -> None:
-    loaded = _loaded_by_importing(rule.package)
-    assert rule.package in loaded
-    offenders = sorted(m for m in loaded if _in(m, rule.forbidden) and not _in(m, (rule.package,)))
-    assert not offenders, f"importing {rule.package} loads {offenders[:20]}"
-
-
 @pytest.mark.parametrize(
     "rule", [r for r in RULES if r.third_party is not None], ids=lambda r: r.package
 )
@@ -401,13 +378,6 @@ def test_pure_leaves_import_only_the_standard_library(module: str) -> None:
     ), imported
 
 
-def test_the_collector_does_not_load_the_metrics_core() -> None:
-    loaded = _loaded_by_importing("app.exporter.collector")
-    assert "app.exporter.collector" in loaded
-    assert "app.metrics.labeling" in loaded  # the metric names, for the SLA gauges
-    assert not [m for m in loaded if _in(m, METRICS_COMPUTATION)]
-
-
 def test_services_import_nothing_from_the_web_layer() -> None:
     offenders = [
         f"{m} loads {n}"
@@ -423,22 +393,6 @@ def test_the_graph_check_sees_indirect_and_lazy_imports() -> None:
     closure = _closure(["app.worker.runner"])
     assert "app.db.queue" in closure  # runner -> jobs -> window_refresh -> db.queue
     assert "app.services.windows.compute" in closure  # imported inside a function
-
-
-def test_the_metrics_package_is_lazy_and_keeps_its_entry_point() -> None:
-    """``from app.metrics import evaluate`` is the function, whatever was imported before."""
-    code = (
-        "import sys\n"
-        "import app.metrics.labeling\n"
-        "lazy = 'app.metrics.evaluate' not in sys.modules\n"
-        "import app.metrics.evaluate\n"
-        "from app.metrics import evaluate\n"
-        "print(lazy, callable(evaluate), evaluate([0.2, 0.8], [0, 1])['recall'])\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.split() == ["True", "True", "1.0"]
 
 
 # --- the client package (clients/python/priorwatch_client) ----------------------------
@@ -503,98 +457,43 @@ def test_the_development_install_imports_the_client_from_the_source_tree() -> No
     assert Path(priorwatch_client.__file__).parent == CLIENT
 
 
-def test_importing_the_client_loads_nothing_of_the_server() -> None:
-    modules = sorted(f"priorwatch_client.{p.stem}" for p in CLIENT.glob("*.py"))
-    code = (
-        "import importlib, json, sys\n"
-        f"for name in {modules!r}:\n"
-        "    importlib.import_module(name)\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
-    )
-    loaded = set(json.loads(out.stdout))
-    assert "priorwatch_client.client" in loaded
-    server = ("app", "migrations", "scipy", "pydantic", *STORAGE, *WEB, *EXPORTER)
-    assert not sorted(m for m in loaded if _in(m, server))
+# --- docs/design.md: the layer table and the rooms table are this file's tables ---------
 
 
-# --- SQL lives in app/db ------------------------------------------------------------
-
-SQL_BUILDERS = frozenset(
-    {
-        *("select", "insert", "update", "delete", "text", "func", "union", "union_all"),
-        *("literal", "literal_column", "and_", "or_", "not_", "tuple_", "case", "cast"),
-        *("bindparam", "exists", "true", "false", "null", "column", "table", "values"),
-    }
-)
-"""SQLAlchemy's statement and expression builders: only app/db may use them."""
-SQL_MODULES = frozenset({"sql", "expression", "dialects", "postgresql", "sqlite", "future"})
-"""SQLAlchemy modules that, imported by name, give access to the builders."""
+def _design_table(heading: str) -> list[list[str]]:
+    """The cells of each body row of the first table under ``## heading`` of docs/design.md."""
+    section = (REPO / "docs" / "design.md").read_text().split(f"\n## {heading}\n", 1)[1]
+    lines = section.split("\n## ", 1)[0].splitlines()
+    rows = [line for line in lines if line.startswith("|")]
+    assert len(rows) > 2 and set(rows[1]) <= set("|- "), f"no table under ## {heading}"
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in rows[2:]]
 
 
-def _sql_builders(source: str, filename: str = "<synthetic>") -> list[str]:
-    """Where ``source`` imports a SQL builder of SQLAlchemy, or uses one through an
-    imported SQLAlchemy module (``sa.select``, ``postgresql.insert``), as ``line: name``."""
-    tree = ast.parse(source, filename=filename)
-    found: list[str] = []
-    aliases: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            aliases.update(
-                (a.asname or a.name).split(".")[0]
-                for a in node.names
-                if a.name.split(".")[0] == "sqlalchemy"
-            )
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlalchemy":
-            for a in node.names:
-                if a.name in SQL_BUILDERS:
-                    found.append(f"{node.lineno}: {node.module}.{a.name}")
-                elif a.name in SQL_MODULES:
-                    aliases.add(a.asname or a.name)
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Attribute)
-            and node.attr in SQL_BUILDERS
-            and isinstance(node.value, ast.Name | ast.Attribute)
-            and ast.unparse(node.value).split(".")[0] in aliases
-        ):
-            found.append(f"{node.lineno}: {ast.unparse(node)}")
-    return sorted(found)
-
-
-def test_no_sql_outside_the_db_package() -> None:
-    """Statements are built in app/db only: services, the exporter, the API and the
-    worker call its helpers (and own the transactions)."""
-    offenders = [
-        f"{module}:{where}"
-        for module, path in sorted(_modules().items())
-        if not _in(module, ("app.db",))
-        for where in _sql_builders(path.read_text(), str(path))
+def _listed(cell: str) -> list[str]:
+    """The packages or modules named in a cell: `app/db` -> app.db, `app/main.py` -> app.main."""
+    paths = re.findall(r"`([^`]+)`", cell)
+    return [
+        Path(p).name if p.startswith("clients/") else p.removesuffix(".py").replace("/", ".")
+        for p in paths
     ]
-    assert not offenders, "move the SQL into app/db:\n" + "\n".join(offenders)
 
 
-@pytest.mark.parametrize(
-    ("source", "expected"),
-    [
-        ("from sqlalchemy import Row, select", ["1: sqlalchemy.select"]),
-        (
-            "def f():\n    from sqlalchemy import func, text",
-            ["2: sqlalchemy.func", "2: sqlalchemy.text"],
-        ),
-        (
-            "from sqlalchemy.dialects.postgresql import insert",
-            ["1: sqlalchemy.dialects.postgresql.insert"],
-        ),
-        ("import sqlalchemy as sa\nq = sa.select(1)", ["2: sa.select"]),
-        ("from sqlalchemy.dialects import sqlite\nsqlite.insert(t)", ["2: sqlite.insert"]),
-        ("from sqlalchemy.orm import Session\nfrom sqlalchemy.exc import SQLAlchemyError", []),
-    ],
-    ids=["builder", "lazy", "dialect-insert", "module-alias", "dialect-module", "allowed"],
-)
-def test_a_sql_builder_outside_the_db_package_fails_the_check(
-    source: str, expected: list[str]
-) -> None:
-    assert _sql_builders(source) == expected
+def test_the_design_docs_layer_table_is_layers() -> None:
+    layer_of = {name: row[1] for row in _design_table("Layers") for name in _listed(row[0])}
+    leaves = dict.fromkeys(PURE_LEAVES, "pure leaf")
+    assert layer_of == {**LAYERS, **leaves, "app.main": "web", CLIENT.name: "client"}
+
+
+def test_the_design_docs_rooms_table_lists_every_package_and_room() -> None:
+    rows = _design_table("Rooms")
+    listed = [name for row in rows for name in _listed(row[0])]
+    assert sorted(listed) == sorted({*LAYERS, *ROOMS})
+    for row in rows:
+        for folder in re.findall(r"`([^`]+)`", row[3]):
+            assert (REPO / folder).is_dir(), f"{row[0]}: no folder {folder}"
+        for entry in re.findall(r"`(app\.[\w.]+)`", row[2]):
+            module, _, name = entry.rpartition(".")
+            try:
+                importlib.import_module(entry)
+            except ModuleNotFoundError:
+                assert hasattr(importlib.import_module(module), name), f"{row[0]}: no {entry}"

@@ -274,7 +274,7 @@ def _confusion_from_histograms(
 ) -> tuple[ConfusionCounts, ...]:
     # Exact: every threshold is a bin edge, so score >= t is every bin from the
     # first edge >= t up. The same matrices as the histogram curve's
-    # confusion_at (tests/unit/test_sparse_binning.py), without building the
+    # confusion_at (tests/unit/services/ingest/test_sparse_binning.py), without building the
     # curve (0.13 ms for 10,000 bins, most of a small batch's parse).
     positives, negatives = int(pos.sum()), int(neg.sum())
     matrices = []

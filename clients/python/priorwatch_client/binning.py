@@ -4,7 +4,7 @@ The client bins rows into the model's bins before sending them, so its counts
 must be the service's (``app.metrics.validation.check_scores_labels``,
 ``app.metrics.binning.check_bin_edges`` and ``histogram_counts``): the same
 checks with the same messages, the same bins. The client ships without the
-server, hence this copy; tests/unit/test_client_parity.py checks it against
+server, hence this copy; tests/unit/client/test_parity.py checks it against
 the service's functions and tests/integration/test_client_inprocess.py
 against what the service stores.
 """

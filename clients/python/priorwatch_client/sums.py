@@ -3,7 +3,7 @@
 A labelled histogram batch carries the Brier, log-loss and per-class score
 sums of its rows, computed here exactly as the service computes them for a
 scores batch (same operations in the same order: equal bit for bit);
-tests/unit/test_client_parity.py checks it.
+tests/unit/client/test_parity.py checks it.
 """
 
 from __future__ import annotations

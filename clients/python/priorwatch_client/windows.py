@@ -1,7 +1,7 @@
 """Window starts and timestamps as the service computes and writes them.
 
 The client's copy of ``app.timegrid.window_start`` and
-``isoformat_z`` (tests/unit/test_client_parity.py compares them): windows
+``isoformat_z`` (tests/unit/client/test_parity.py compares them): windows
 are half-open UTC intervals whose starts are multiples of the length from
 the Unix epoch ("1w": from Monday 1970-01-05).
 """

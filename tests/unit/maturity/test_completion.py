@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _windows import EDGES, THRESHOLD_BINS, class_windows, score_windows
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -23,6 +22,7 @@ from app.maturity import (
     complete,
 )
 from app.maturity.completion import TOLERANCE_ROWS, remainder, score_group_starts
+from unit.maturity._windows import EDGES, THRESHOLD_BINS, class_windows, score_windows
 
 
 def _completed(result: Completion | NoCompletion) -> Completion:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _windows import (
+
+from app.errors import InvalidInput
+from app.maturity import NOT_COMPLETABLE, Completion, complete, completed_metrics
+from app.maturity.intervals import completion_intervals
+from app.maturity.metrics import histogram_metrics, row_metrics
+from app.maturity.simulation import MaturingWindow
+from unit.maturity._windows import (
     OPTIONS,
     THRESHOLD_BINS,
     class_windows,
@@ -12,12 +18,6 @@ from _windows import (
     labelled_metrics,
     score_windows,
 )
-
-from app.errors import InvalidInput
-from app.maturity import NOT_COMPLETABLE, Completion, complete, completed_metrics
-from app.maturity.intervals import completion_intervals
-from app.maturity.metrics import histogram_metrics, row_metrics
-from app.maturity.simulation import MaturingWindow
 
 
 def _complete(w: MaturingWindow, assumption: str) -> Completion:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _windows import (
+
+from app.maturity import NOT_COMPLETABLE, Completion, complete, completed_metrics
+from app.maturity.simulation import MaturingWindow
+from unit.maturity._windows import (
     EDGES,
     OPTIONS,
     THRESHOLD_BINS,
@@ -14,9 +17,6 @@ from _windows import (
     labelled_metrics,
     score_windows,
 )
-
-from app.maturity import NOT_COMPLETABLE, Completion, complete, completed_metrics
-from app.maturity.simulation import MaturingWindow
 
 CLASS_CONDITIONAL = ("recall", "fpr", "specificity", "balanced_accuracy", "auc_roc")
 

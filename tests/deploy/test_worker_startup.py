@@ -1,0 +1,37 @@
+"""A worker's start-up (docs/worker.md) in a fresh process (deploy tier).
+
+The warm-up builds the prior-free OPS reference only: nodes depend on the
+priors of the windows, unknown at start; scipy.stats stays unimported.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from app.metrics.ops_scoring import CURVE_POINTS
+
+STARTUP = (
+    "import sys\n"
+    "from app.metrics.ops_scoring import scoring_reference\n"
+    "from app.worker.runner import warm_up\n"
+    "warm_up()\n"
+    "ref = scoring_reference()\n"
+    "print(sorted(m for m in sys.modules if m.startswith('scipy.stats')))\n"
+    "print(sorted(ref._sorted), len(ref._alpha_sorted), len(ref._nodes))\n"
+)
+
+
+def _start_up() -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-c", STARTUP], capture_output=True, text=True, check=True
+    )
+    return result.stdout.splitlines()
+
+
+def test_worker_start_up_leaves_scipy_stats_unimported() -> None:
+    assert _start_up()[0] == "[]"
+
+
+def test_worker_warm_up_builds_the_prior_free_reference_only() -> None:
+    assert _start_up()[1] == f"['auc_roc', 'ks'] {CURVE_POINTS} 0"

@@ -1,0 +1,151 @@
+"""The compact exposition keeps every series the shipped dashboard and rules read.
+
+Every PromQL expression of deploy/grafana/dashboards/*.json and
+deploy/prometheus/rules/*.yml is parsed for its selectors of ``priorwatch_*``
+series; for a family that the compact exposition trims by ``metric``, each
+selector must name (``=``) or match (``=~``, over every metric name the
+service computes) only kept names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from builders import model_config, sample, sums_of
+
+from app.exporter import names
+from app.exporter.exposition import COMPACT, COMPACT_METRICS, Exposition
+from app.services.windows.compute import compute_window_result
+
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
+SELECTOR = re.compile(r"(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\s*(?:\{(?P<matchers>[^}]*)\})?")
+MATCHER = re.compile(r'\s*(?P<label>[A-Za-z_]\w*)\s*(?P<op>=~|!~|!=|=)\s*"(?P<value>[^"]*)"\s*,?')
+
+
+def _dashboard_expressions() -> Iterator[str]:
+    def walk(node: Any) -> Iterator[str]:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in {"expr", "query", "definition"} and isinstance(value, str):
+                    yield value
+                else:
+                    yield from walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from walk(item)
+
+    for path in sorted((DEPLOY / "grafana" / "dashboards").glob("*.json")):
+        yield from walk(json.loads(path.read_text()))
+
+
+def _rule_expressions() -> Iterator[str]:
+    for path in sorted((DEPLOY / "prometheus" / "rules").glob("*.yml")):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                yield str(rule["expr"])
+
+
+def expressions() -> list[str]:
+    """Every PromQL expression of the shipped dashboard and rules, variables filled in."""
+    out = [*_dashboard_expressions(), *_rule_expressions()]
+    return [e.replace("$model", "m").replace("$segment", ".*") for e in out]
+
+
+def selectors(expression: str) -> Iterator[tuple[str, dict[str, tuple[str, str]]]]:
+    """(exposed name, {label: (operator, value)}) of each ``priorwatch_*`` selector."""
+    for found in SELECTOR.finditer(expression):
+        if found["name"] not in names.EXPOSED_NAMES:
+            continue
+        text = found["matchers"] or ""
+        matchers = {m["label"]: (m["op"], m["value"]) for m in MATCHER.finditer(text)}
+        assert MATCHER.sub("", text).strip() == "", f"unparsed matchers in {expression!r}"
+        yield found["name"], matchers
+
+
+@cache
+def computed_metric_names() -> frozenset[str]:
+    """Every metric name a window result holds (metrics and intervals, two thresholds)."""
+    config = model_config(
+        (0.3, 0.5),
+        n_bins=100,
+        pi0=0.2,
+        cost_ratio=0.5,
+        drift={"reference": {"trailing_windows": 3}},
+    )
+    sums = sums_of(*sample(np.random.default_rng(1), 600, 0.2), config)
+    result = compute_window_result(config, sums, sums)
+    return frozenset({*result.metrics, *result.intervals, "prior"})
+
+
+def dropped(expression: str) -> list[str]:
+    """What ``expression`` selects that the compact exposition does not write."""
+    universe = computed_metric_names()
+    out: list[str] = []
+    for exposed, matchers in selectors(expression):
+        kept = COMPACT_METRICS.get(exposed)
+        if kept is None:
+            continue  # a family the compact exposition writes whole
+        op, value = matchers.get("metric", ("=~", ".*"))
+        if op == "=":
+            selected = {value}
+        elif op == "=~":
+            selected = {m for m in universe | kept if re.fullmatch(value, m)}
+        else:
+            selected = universe - kept  # a negative matcher: assume the worst
+        out.extend(f"{exposed}{{metric={m!r}}}" for m in sorted(selected - kept))
+    return out
+
+
+def test_every_series_the_dashboard_and_rules_read_is_in_the_compact_exposition() -> None:
+    read = {name for e in expressions() for name, _ in selectors(e)}
+    assert read >= COMPACT_METRICS.keys()  # every trimmed family is read, hence checked
+    assert {e: dropped(e) for e in expressions() if dropped(e)} == {}
+
+
+def test_a_selector_of_a_dropped_series_is_caught() -> None:
+    every_ops = 'max(priorwatch_window_metric{model="m", metric=~"ops_.*"})'
+    assert "priorwatch_window_metric{metric='ops_f1@t=0.5'}" in dropped(every_ops)
+    assert dropped('priorwatch_window_metric_lower{metric="brier"}') != []
+    assert dropped('priorwatch_window_estimate{model="m"}') != []
+    assert dropped('priorwatch_window_metric{metric!="f1"}') != []
+    assert dropped('priorwatch_drift_flag{kind="prior"}') == []
+    assert dropped('priorwatch_window_metric{metric=~"ops_(f1|mcc)"}') == []
+
+
+def test_the_compact_exposition_drops_what_nothing_reads() -> None:
+    unread = computed_metric_names() - COMPACT_METRICS[names.WINDOW_METRIC]
+    assert {"brier", "log_loss", "f1@t=0.5", "ops_f1@t=0.5", "ops_auc_roc"} <= unread
+
+
+def _samples() -> dict[str, list[tuple[tuple[str, ...], float]]]:
+    return {
+        names.WINDOW_METRIC: [(("m", "all", "f1"), 0.5), (("m", "all", "brier"), 0.1)],
+        names.WINDOW_METRIC_LOWER: [(("m", "all", "f1"), 0.4)],
+        names.DRIFT_FLAG: [(("m", "all", "prior"), 1.0)],
+    }
+
+
+def test_compact_full_and_a_list_of_families() -> None:
+    compact = COMPACT.select(_samples())
+    assert compact[names.WINDOW_METRIC] == [(("m", "all", "f1"), 0.5)]
+    assert compact[names.WINDOW_METRIC_LOWER] == []
+    assert compact[names.DRIFT_FLAG] == [(("m", "all", "prior"), 1.0)]
+    assert Exposition.parse("full").select(_samples()) == _samples()
+    listed = Exposition.parse(f" {names.WINDOW_METRIC_LOWER} ,").select(_samples())
+    assert listed[names.WINDOW_METRIC_LOWER] == [(("m", "all", "f1"), 0.4)]
+    assert listed[names.WINDOW_METRIC] == compact[names.WINDOW_METRIC]
+    assert Exposition.parse("compact") == COMPACT
+
+
+@pytest.mark.parametrize("value", ["", "priorwatch_nope", f"{names.DRIFT_FLAG}"])
+def test_an_unknown_family_is_refused(value: str) -> None:
+    with pytest.raises(ValueError, match="compact"):
+        Exposition.parse(value)
