@@ -240,3 +240,12 @@ def completed_sums(model: ModelConfig, window: WindowSums, completion: Completio
         sums=None,
         unlabelled=None,
     )
+
+
+def reference_window(model: ModelConfig, window: WindowSums) -> WindowSums:
+    """A window as a drift reference sums it: completed (:func:`completed_sums`) where
+    it is partially labelled and can be completed, else as it is."""
+    completion = window_completion(model, (window,))
+    if not isinstance(completion, Completion) or completion.scored == 0.0:
+        return window
+    return completed_sums(model, window, completion)
