@@ -243,9 +243,10 @@ def check_result(result: WindowResult, window: WindowSums) -> None:
         prior = result.estimate["prior"]["value"]
         assert prior is None or 0.0 <= prior <= 1.0
         withheld = ERROR_REASON_KEY in result.reasons
-        mature = window.n_unlabelled >= window.n >= MATURE * window.n_unlabelled
+        more = window.n > window.n_unlabelled
+        mature = window.n >= MATURE * window.n_unlabelled
         completed = result.maturity is not None
-        assert withheld == (window.n > 0 and not (mature or completed))
+        assert withheld == (window.n > 0 and (more or not (mature or completed)))
         assert (result.estimate["error"] is None) == (withheld or window.n == 0)
 
 

@@ -271,13 +271,10 @@ def _estimate_with_error(
 ) -> dict[str, Any] | None:
     """The label-free estimate of a window with labelled rows, its ``error`` against the
     completed metrics, or the labelled ones of a mature window, else null with why."""
-    if maturity is not None:
-        against, withheld = "completed", None
-        compared: dict[str, float | None] | None = maturity["metrics"]
-    else:
-        against = "labelled"
-        withheld = error_withheld(window.n, window.n_unlabelled, str(completion))
-        compared = None if withheld else metrics
+    not_completed = None if maturity is not None else str(completion)
+    withheld = error_withheld(window.n, window.n_unlabelled, not_completed)
+    against = "labelled" if maturity is None else "completed"
+    compared = None if withheld else metrics if maturity is None else maturity["metrics"]
     estimate = _estimate(model, window, reference, in_reference_period, compared, reasons)
     if estimate is not None and withheld is not None:
         reasons[ERROR_REASON_KEY] = withheld

@@ -165,26 +165,27 @@ IMMATURE_REASON = (
 """Reason of a null ``error`` in a window neither mature nor completed."""
 
 
-def error_withheld(n_labelled: int, n_unlabelled: int, not_completed: str) -> str | None:
-    """Why the estimate's ``error`` is not computed against the labelled rows of a
-    window holding both that is not completed (``not_completed``: why), or None.
+def error_withheld(n_labelled: int, n_unlabelled: int, not_completed: str | None) -> str | None:
+    """Why the estimate's ``error`` is not computed for a window holding both, or None.
 
     ``error`` means something only where the labelled rows are the labels of
-    the scored (unlabelled) rows, and all or nearly all of them: more labelled
-    rows than unlabelled ones proves that some are not; fewer than
-    :data:`MATURE` of them are a sample biased by the order labels arrive in.
-    A completed window's error is computed against its completed metrics.
+    the scored (unlabelled) rows: more labelled rows than unlabelled ones
+    proves that some are not. A completed window (``not_completed`` None) is
+    compared with its completed metrics; a window that is not (``not_completed``:
+    why) with its labelled ones, and only when at least :data:`MATURE` of its
+    scored rows are labelled: fewer are a sample biased by the order in which
+    labels arrive.
 
-    >>> error_withheld(5_000, 1_000, "assumption-none") == MORE_LABELLED_REASON
+    >>> error_withheld(5_000, 1_000, None) == MORE_LABELLED_REASON
     True
-    >>> error_withheld(960, 1_000, "assumption-none") is None
-    True
+    >>> error_withheld(500, 1_000, None) is None, error_withheld(960, 1_000, "no-labels") is None
+    (True, True)
     >>> error_withheld(500, 1_000, "assumption-none")[:30]
     'fewer than 95% of the scored r'
     """
     if n_labelled > n_unlabelled:
         return MORE_LABELLED_REASON
-    if n_labelled < MATURE * n_unlabelled:
+    if not_completed is not None and n_labelled < MATURE * n_unlabelled:
         return IMMATURE_REASON.format(why=not_completed)
     return None
 
