@@ -363,18 +363,33 @@ def class_share(classes: GroupedClasses, grouped_remainder: FloatArray) -> Class
     return ClassShare(smoothed, _clip(offset + slope * smoothed), slope)
 
 
+def class_spread(
+    classes: GroupedClasses, share: ClassShare, total: float
+) -> tuple[GroupedSampling, float]:
+    """The sampling model at the share and the share's standard error: the remainder's
+    own sampling and the labelled rows' error in f1 and f0 (:mod:`app.estimation.sampling`)."""
+    sampling = GroupedSampling.at(classes, share.smoothed, total)
+    variance = sampling.window_variance + sampling.reference_variance
+    return sampling, share.slope * math.sqrt(variance)
+
+
 def class_histograms(
-    positives: FloatArray, negatives: FloatArray, share: float, total: float
+    positives: FloatArray, negatives: FloatArray, share: float | FloatArray, total: float
 ) -> tuple[FloatArray, FloatArray]:
     """h1 = p (1 + share V / P_L), h0 = q (1 + (1 - share) V / Q_L): the labelled
-    histograms scaled, so that every class-conditional rate is the labelled one
-    (``total`` V = 0 returns p and q as they are)."""
+    histograms scaled, so that every class-conditional rate is the labelled one.
+
+    Rows of 2-D ``positives`` and ``negatives`` are windows, each with its element of
+    ``share``; ``total`` V = 0 returns p and q as they are.
+    """
     if total == 0.0:
         return positives, negatives
-    n_pos, n_neg = float(positives.sum()), float(negatives.sum())
+    s = np.asarray(share, dtype=np.float64)[..., None]
+    n_pos = positives.sum(axis=-1, keepdims=True)
+    n_neg = negatives.sum(axis=-1, keepdims=True)
     return (
-        positives * (1.0 + share * total / n_pos),
-        negatives * (1.0 + (1.0 - share) * total / n_neg),
+        positives * (1.0 + s * total / n_pos),
+        negatives * (1.0 + (1.0 - s) * total / n_neg),
     )
 
 
@@ -415,8 +430,7 @@ def _complete_class(rows: _Rows, alpha: float, level: float) -> Completion | NoC
         return NoCompletion(ONE_CLASS_LABELLED)
     counts = classes.grouped(v)
     share = class_share(classes, counts)
-    sampling = GroupedSampling.at(classes, share.smoothed, total)
-    spread = share.slope * math.sqrt(sampling.window_variance + sampling.reference_variance)
+    sampling, spread = class_spread(classes, share, total)
     half = float(special.ndtri((1.0 + level) / 2.0)) * spread
     labelled = n_pos + n_neg
     whole = labelled + total

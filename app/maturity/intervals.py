@@ -5,25 +5,30 @@ it as :func:`app.maturity.complete` does and computes its metrics; an
 interval is the equal-tailed quantiles of the draws.
 
 * ``class``: the labelled histograms are redrawn (multinomial per class, at
-  the labelled shapes f1 = p / P_L, f0 = q / Q_L), and so is the remainder
-  (its positives binomial at the fitted share pi_v, each class's rows
-  multinomial at its shape); the share is estimated again from the drawn
-  labelled rows and remainder. The draws hold the labelled sample's error in
-  f1 and f0 and the remainder's in pi_v: at completeness 1 they are the
+  the labelled shapes f1 = p / P_L, f0 = q / Q_L), and the remainder's share
+  of positives moves with them as the maximum-likelihood share would, to
+  first order (its influence vector, :mod:`app.estimation.sampling`), plus
+  the remainder's own normal sampling error: the same intervals as refitting
+  pi_v in each draw, without 200 maximisations. At completeness 1 this is the
   labelled metrics' bootstrap.
 * ``score``: the labelled rows are facts of the window, the remainder's split
-  is not. Per group, the share of positives is drawn from its Jeffreys
-  posterior Beta(p_g + 1/2, q_g + 1/2) (a group at 0 or 1 still varies) and
-  the group's remainder split binomially at it.
+  is not. Per group, the share of positives is drawn from its posterior
+  Beta(p_g + m, q_g + 1 - m), one pseudo-row split as the labelled rows of
+  the group's piece between two thresholds (m their share of positives: a
+  group at 0 or 1 still varies, and the pseudo-rows add no positives to the
+  piece on average, which half a row per class in each of many small groups
+  would), and the group's remainder is split binomially at the drawn share.
 
-Under ``class`` the completed calibrated AUC-PR and KS are the labelled ones,
-so their intervals are the closed-form ones of
-:mod:`app.metrics.area_intervals` on the labelled histograms (their
-bootstrap does not cover); the prior's interval is the completion's own.
+Under ``class`` the completed AUC-ROC, Gini, KS and calibrated AUC-PR are the
+labelled ones, so their intervals are the labelled window's (BCa, and the
+closed forms of :mod:`app.metrics.area_intervals` where the bootstrap does
+not cover); the prior's interval is the completion's own. The OPS intervals
+are the OPS of their metric's interval over the prior's.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,22 +43,16 @@ from app.maturity.completion import (
     check_rows,
     class_histograms,
     class_share,
+    class_spread,
     remainder,
     score_shares,
 )
-from app.maturity.metrics import NOT_COMPLETABLE
+from app.maturity.metrics import NOT_COMPLETABLE, row_metrics
 from app.metrics._validation import check_probability
-from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
-from app.metrics.confusion import ConfusionCounts
-from app.metrics.cost import weighted_accuracy_from_counts
-from app.metrics.evaluate import CURVE_METRICS, OPS_METRICS, threshold_suffix
-from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
-from app.metrics.uncertainty import ops_interval, row_areas
+from app.metrics.evaluate import OPS_METRICS
+from app.metrics.uncertainty import bootstrap_intervals, ops_interval, row_quantiles
 
 Interval = tuple[float, float]
-
-JEFFREYS = 0.5
-"""Half counts of the Beta posterior of a group's share under ``score``."""
 
 
 def completion_intervals(
@@ -102,57 +101,35 @@ def completion_intervals(
     v = remainder(rows.unlabelled, rows.labelled, starts)
     if v is None:
         raise InvalidInput("completion", "does not belong to these histograms")
+    # empty bins hold nothing in any draw and move no metric: draw on the others only
+    keep = np.flatnonzero(rows.unlabelled + rows.labelled > 0.0)
+    group = np.searchsorted(starts, keep, side="right") - 1
+    kept_starts = np.flatnonzero(np.append(True, group[1:] != group[:-1]))
+    kept_edges = np.append(np.asarray(edges, dtype=np.float64)[keep], 1.0)
+    pos, neg, rest = rows.positives[keep], rows.negatives[keep], v[keep]
+
+    def metrics_of(h: tuple[FloatArray, FloatArray]) -> dict[str, FloatArray]:
+        return row_metrics(
+            h[0], h[1], edges=kept_edges, thresholds=thresholds, pi0=pi0, cost_ratio=cost_ratio
+        )
+
     if completion.assumption == "class":
-        h1, h0 = _class_draws(rows.positives, rows.negatives, v, rng, draws)
+        drawn = metrics_of(_class_draws(pos, neg, rest, rng, draws))
     else:
-        h1, h0 = _score_draws(rows.positives, rows.negatives, v, starts, rng, draws)
-    drawn = _draw_metrics(h1, h0, edges, thresholds, pi0, cost_ratio)
-    out: dict[str, Interval | None] = {
-        key: _quantiles(values, draws, level) for key, values in drawn.items()
-    }
+        completed, truth = _score_draws(pos, neg, rest, kept_starts, rng, draws)
+        point = metrics_of((completion.positives[None, keep], completion.negatives[None, keep]))
+        estimates, truths = metrics_of(completed), metrics_of(truth)
+        drawn = {  # the point estimate less each draw's error, inside the values drawn
+            key: _within(point[key] - (values - truths[key]), truths[key], values)
+            for key, values in estimates.items()
+        }
+    out = _quantiles(drawn, draws, level)
+    if completion.assumption == "class":
+        out.update(_labelled_areas(rows.positives, rows.negatives, pi0, level, rng))
     prior = (completion.prior.lower, completion.prior.upper)
     out.update(_ops_intervals(out, prior))
     out.update(dict.fromkeys(NOT_COMPLETABLE))
     out["prior"] = prior
-    if completion.assumption == "class":
-        out.update(_labelled_areas(rows.positives, rows.negatives, pi0, level))
-    return out
-
-
-def _draw_metrics(
-    h1: FloatArray,
-    h0: FloatArray,
-    edges: Any,
-    thresholds: Sequence[float],
-    pi0: float | None,
-    cost_ratio: float | None,
-) -> dict[str, FloatArray]:
-    """Every metric of each drawn window (rows of ``h1``, ``h0``), nan where undefined:
-    the registry's functions, each evaluated once on all draws."""
-    tps = np.cumsum(h1[:, ::-1], axis=1)
-    fps = np.cumsum(h0[:, ::-1], axis=1)
-    n_pos, n_neg = tps[:, -1], fps[:, -1]
-    areas = [*CURVE_METRICS, *(("calibrated_auc_pr",) if pi0 is not None else ())]
-    out = row_areas(areas, tps, fps, 0.5 if pi0 is None else pi0)
-    out["prior"] = n_pos / (n_pos + n_neg)
-    first_bins = np.searchsorted(np.asarray(edges, dtype=np.float64), thresholds)
-    for i, (threshold, first) in enumerate(zip(thresholds, first_bins, strict=True)):
-        suffix = "" if i == 0 else threshold_suffix(threshold)
-        tp, fp = h1[:, first:].sum(axis=1), h0[:, first:].sum(axis=1)
-        cells = (tp, fp, n_pos - tp, n_neg - fp)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            for name, metric in LABELING_METRICS.items():
-                out[name + suffix] = metric.func(*cells)
-            if pi0 is not None:
-                ref = ConfusionCounts.from_rates(pi0, fp / n_neg, cells[2] / n_pos)
-                for name in PRIOR_DEPENDENT:
-                    out[f"calibrated_{name}{suffix}"] = LABELING_METRICS[name].func(
-                        ref.tp, ref.fp, ref.fn, ref.tn
-                    )
-            if cost_ratio is not None:
-                out["weighted_accuracy" + suffix] = weighted_accuracy_from_counts(
-                    *cells, cost_ratio
-                )
     return out
 
 
@@ -172,28 +149,51 @@ def _ops_intervals(
     return out
 
 
-def _quantiles(values: FloatArray, draws: int, level: float) -> Interval | None:
-    """Equal-tailed quantiles of the defined draws; ``None`` when more than 1 - level of
-    the ``draws`` (skipped ones included) are undefined."""
-    defined = values[np.isfinite(values)]
-    if draws - defined.size > (1.0 - level) * draws:
-        return None
-    tail = (1.0 - level) / 2.0
-    low, high = np.quantile(defined, [tail, 1.0 - tail])
-    return float(low), float(high)
+def _within(values: FloatArray, *drawn: FloatArray) -> FloatArray:
+    """``values`` clipped to the range the metric took in the ``drawn`` windows (nan
+    ignored): inside its possible values, as an OPS needs."""
+    possible = np.concatenate(drawn)
+    out: FloatArray = np.clip(values, np.fmin.reduce(possible), np.fmax.reduce(possible))
+    return out
+
+
+def _quantiles(
+    drawn: dict[str, FloatArray], draws: int, level: float
+) -> dict[str, Interval | None]:
+    """Equal-tailed quantiles of each metric's defined draws (those defined in every draw
+    from one sort); ``None`` when more than 1 - level of the ``draws`` are undefined."""
+    probs = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
+    out: dict[str, Interval | None] = {}
+    whole = [key for key, values in drawn.items() if np.isfinite(values).all()]
+    if whole:
+        tails = row_quantiles(np.stack([drawn[key] for key in whole]), probs)
+        out.update(zip(whole, zip(tails[0].tolist(), tails[1].tolist(), strict=True), strict=True))
+    for key, values in drawn.items():
+        if key in out:
+            continue
+        defined = values[np.isfinite(values)]
+        if draws - defined.size > (1.0 - level) * draws:
+            out[key] = None
+        else:
+            low, high = np.quantile(defined, probs)
+            out[key] = float(low), float(high)
+    return out
 
 
 def _labelled_areas(
-    positives: FloatArray, negatives: FloatArray, pi0: float | None, level: float
+    positives: FloatArray,
+    negatives: FloatArray,
+    pi0: float | None,
+    level: float,
+    rng: np.random.Generator,
 ) -> dict[str, Interval | None]:
-    def of(interval: tuple[float, float, str | None]) -> Interval | None:
-        low, high, reason = interval
-        return None if reason is not None else (low, high)
-
-    out = {"ks": of(ks_interval(positives, negatives, level))}
-    if pi0 is not None:
-        out["calibrated_auc_pr"] = of(calibrated_auc_pr_interval(positives, negatives, pi0, level))
-    return out
+    """Under ``class`` the completed curve's class-conditional areas are the labelled
+    ones: their intervals are the labelled window's (BCa for AUC-ROC and Gini, the
+    closed forms for KS and calibrated AUC-PR, :func:`app.metrics.uncertainty.bootstrap_intervals`),
+    which cover where a percentile bootstrap of few labelled positives does not."""
+    names = ["auc_roc", "gini", "ks", *(["calibrated_auc_pr"] if pi0 is not None else [])]
+    areas = bootstrap_intervals(positives, negatives, names, rng=rng, pi0=pi0, level=level)
+    return {n: None if np.isnan(low) else (low, high) for n, (low, high) in areas.items()}
 
 
 def _class_draws(
@@ -203,28 +203,31 @@ def _class_draws(
     rng: np.random.Generator,
     draws: int,
 ) -> tuple[FloatArray, FloatArray]:
+    """Completed histograms of each draw: the labelled rows multinomial per class at the
+    labelled shapes, the remainder's share normal at the completion's share and standard
+    error (which holds the labelled rows' error in f1 and f0 and the remainder's own)."""
     n_pos, n_neg, total = float(positives.sum()), float(negatives.sum()), float(v.sum())
-    f1, f0 = positives / n_pos, negatives / n_neg
-    pos = rng.multinomial(int(np.rint(n_pos)), f1, size=draws).astype(np.float64)
-    neg = rng.multinomial(int(np.rint(n_neg)), f0, size=draws).astype(np.float64)
+    pos = rng.multinomial(int(np.rint(n_pos)), positives / n_pos, size=draws).astype(np.float64)
+    neg = rng.multinomial(int(np.rint(n_neg)), negatives / n_neg, size=draws).astype(np.float64)
     if total == 0.0:
         return pos, neg
     classes = GroupedClasses.from_bins(positives, negatives)
-    share = class_share(classes, classes.grouped(v)).value
-    whole = int(np.rint(total))
-    k = rng.binomial(whole, share, size=draws)
-    rest = rng.multinomial(k, f1) + rng.multinomial(whole - k, f0)
-    h1, h0 = [], []
-    for i in range(draws):
-        try:
-            drawn = GroupedClasses.from_bins(pos[i], neg[i])
-        except InvalidInput:  # the draw's classes cannot be told apart: its metrics undefined
-            continue
-        drawn_share = class_share(drawn, drawn.grouped(rest[i].astype(np.float64))).value
-        one, zero = class_histograms(pos[i], neg[i], drawn_share, total)
-        h1.append(one)
-        h0.append(zero)
-    return np.array(h1).reshape(-1, v.shape[0]), np.array(h0).reshape(-1, v.shape[0])
+    share = class_share(classes, classes.grouped(v))
+    sampling, _ = class_spread(classes, share, total)
+    # the maximiser moves by b'(e - pi e1 - (1 - pi) e0) (app.estimation.sampling): e1, e0
+    # the draw's errors in the labelled group shares, e the remainder's own, normal
+    e1 = coarsen_rows(pos, classes.starts) / n_pos - classes.positives / n_pos
+    e0 = coarsen_rows(neg, classes.starts) / n_neg - classes.negatives / n_neg
+    moved = -(share.smoothed * e1 + (1.0 - share.smoothed) * e0) @ sampling.influence
+    moved += rng.normal(0.0, math.sqrt(sampling.window_variance), size=draws)
+    drawn_share = np.clip(share.value + share.slope * moved, 0.0, 1.0)
+    return class_histograms(pos, neg, drawn_share, total)
+
+
+def coarsen_rows(rows: FloatArray, starts: Any) -> FloatArray:
+    """:func:`app.drift.two_sample.coarsen` of each row."""
+    out: FloatArray = np.add.reduceat(rows, starts, axis=1)
+    return out
 
 
 def _score_draws(
@@ -234,15 +237,28 @@ def _score_draws(
     starts: Any,
     rng: np.random.Generator,
     draws: int,
-) -> tuple[FloatArray, FloatArray]:
-    share, n_share = score_shares(
-        coarsen(positives, starts), coarsen(positives + negatives, starts)
+) -> tuple[tuple[FloatArray, FloatArray], tuple[FloatArray, FloatArray]]:
+    """(completed, truth) histograms of each draw: the labelled rows and the remainder's
+    positives drawn per bin at the bin's smoothed share, the draw completed as
+    :func:`app.maturity.complete` completes it."""
+    labelled = positives + negatives
+    sizes = np.diff(np.append(starts, v.shape[0]))
+    share, rows = score_shares(coarsen(positives, starts), coarsen(labelled, starts))
+    # each group's share drawn from its Jeffreys posterior: the error of each draw's
+    # completion is measured against the draw's own truth, so the half rows shape the
+    # spread only (a group seen at 0 or 1 still varies), not the centre
+    hits = share * rows
+    truth_share = rng.beta(hits + 0.5, rows - hits + 0.5, size=(draws, rows.size))
+    per_bin_truth = np.repeat(truth_share, sizes, axis=1)
+    n_rows, v_rows = np.rint(labelled).astype(np.int64), np.rint(v).astype(np.int64)
+    drawn_pos = rng.binomial(n_rows, per_bin_truth).astype(np.float64)
+    drawn_rest = rng.binomial(v_rows, per_bin_truth).astype(np.float64)
+    drawn_lab = n_rows.astype(np.float64)
+    drawn_share = np.array(
+        [score_shares(coarsen(row, starts), coarsen(drawn_lab, starts))[0] for row in drawn_pos]
     )
-    hits = share * n_share
-    drawn_share = rng.beta(hits + JEFFREYS, n_share - hits + JEFFREYS, size=(draws, share.size))
-    v_g = coarsen(v, starts)
-    whole = np.rint(v_g).astype(np.int64)
-    split = rng.binomial(whole, drawn_share) / np.maximum(whole, 1)
-    split = np.where(whole > 0, split, drawn_share)
-    per_bin = np.repeat(split, np.diff(np.append(starts, v.shape[0])), axis=1)
-    return positives + per_bin * v, negatives + (1.0 - per_bin) * v
+    per_bin = np.repeat(drawn_share, sizes, axis=1)
+    drawn_neg = drawn_lab - drawn_pos
+    completed = (drawn_pos + per_bin * v, drawn_neg + (1.0 - per_bin) * v)
+    truth = (drawn_pos + drawn_rest, drawn_neg + v_rows - drawn_rest)
+    return completed, truth

@@ -14,10 +14,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from app.drift.histograms import FloatArray
 from app.maturity.completion import Completion
+from app.metrics.confusion import ConfusionCounts
+from app.metrics.cost import weighted_accuracy_from_counts
 from app.metrics.curves import cumulative_counts_from_histograms
-from app.metrics.evaluate import evaluate_at_thresholds, evaluate_counts
+from app.metrics.evaluate import (
+    CURVE_METRICS,
+    evaluate_at_thresholds,
+    evaluate_counts,
+    threshold_suffix,
+)
+from app.metrics.labeling import LABELING_METRICS, PRIOR_DEPENDENT
+from app.metrics.uncertainty import row_areas
 
 NOT_COMPLETABLE: tuple[str, ...] = ("brier", "log_loss")
 """Metrics a completion leaves ``None`` (the caller's reason: ``not-completable``)."""
@@ -86,4 +97,55 @@ def histogram_metrics(
     further = thresholds[1:]
     out.update(evaluate_at_thresholds(further, [curve.confusion_at(t) for t in further], **options))
     out.update(dict.fromkeys(NOT_COMPLETABLE))
+    return out
+
+
+def row_metrics(
+    h1: FloatArray,
+    h0: FloatArray,
+    *,
+    edges: Any,
+    thresholds: Sequence[float],
+    pi0: float | None,
+    cost_ratio: float | None,
+) -> dict[str, FloatArray]:
+    """The metrics of many windows at once, nan where undefined: every key of
+    :func:`completed_metrics` but the OPS and :data:`NOT_COMPLETABLE` ones, each by the
+    registry's function evaluated once on all rows.
+
+    Parameters
+    ----------
+    h1, h0 : arrays of shape (W, J)
+        Per-class histograms of W windows (completed or not).
+    edges, thresholds, pi0, cost_ratio
+        As in :func:`completed_metrics`.
+
+    Returns
+    -------
+    dict of str to array of shape (W,)
+    """
+    tps = np.cumsum(h1[:, ::-1], axis=1)
+    fps = np.cumsum(h0[:, ::-1], axis=1)
+    n_pos, n_neg = tps[:, -1], fps[:, -1]
+    areas = [*CURVE_METRICS, *(("calibrated_auc_pr",) if pi0 is not None else ())]
+    out = row_areas(areas, tps, fps, 0.5 if pi0 is None else pi0)
+    out["prior"] = n_pos / (n_pos + n_neg)
+    first_bins = np.searchsorted(np.asarray(edges, dtype=np.float64), thresholds)
+    for i, (threshold, first) in enumerate(zip(thresholds, first_bins, strict=True)):
+        suffix = "" if i == 0 else threshold_suffix(threshold)
+        tp, fp = h1[:, first:].sum(axis=1), h0[:, first:].sum(axis=1)
+        cells = (tp, fp, n_pos - tp, n_neg - fp)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for name, metric in LABELING_METRICS.items():
+                out[name + suffix] = metric.func(*cells)
+            if pi0 is not None:
+                ref = ConfusionCounts.from_rates(pi0, fp / n_neg, cells[2] / n_pos)
+                for name in PRIOR_DEPENDENT:
+                    out[f"calibrated_{name}{suffix}"] = LABELING_METRICS[name].func(
+                        ref.tp, ref.fp, ref.fn, ref.tn
+                    )
+            if cost_ratio is not None:
+                out["weighted_accuracy" + suffix] = weighted_accuracy_from_counts(
+                    *cells, cost_ratio
+                )
     return out
