@@ -169,14 +169,16 @@ def _regime(
     completed = metrics([(c.positives, c.negatives) for c in cs])
     subset = metrics([(w.positives, w.negatives) for w in ws])
     truth = metrics([(w.full.positives, w.full.negatives) for w in ws])
-    hits = dict.fromkeys(COVERED, 0)
+    hits, given = dict.fromkeys(COVERED, 0), dict.fromkeys(COVERED, 0)
     for i, (w, c) in enumerate(zip(ws, cs, strict=True)):
         intervals = completion_intervals(
             w.unlabelled, w.positives, w.negatives, c, rng=rng, **setup.options
         )
         for n in COVERED:
             iv = intervals[n]
-            hits[n] += iv is not None and iv[0] <= truth[n][i] <= iv[1]
+            if iv is not None and np.isfinite(truth[n][i]):
+                given[n] += 1
+                hits[n] += iv[0] <= truth[n][i] <= iv[1]
     prior_hits = sum(
         c.prior.lower <= t <= c.prior.upper for c, t in zip(cs, truth["prior"], strict=True)
     )
@@ -186,11 +188,13 @@ def _regime(
         return float(np.nanmean(np.abs(values - truth[n])))
 
     errors = "".join(f"{mae(completed[n], n):>8.4f}/{mae(subset[n], n):<7.4f}" for n in HEADLINE)
-    worst = min(COVERED, key=lambda n: hits[n])
+    cover = {n: hits[n] / given[n] for n in COVERED if given[n]}
+    worst = min(cover, key=lambda n: cover[n])
+    missing = sum(given[n] < windows for n in COVERED)
     print(
         f"   {assumption:<6}{prior:>5}{completeness:>6.0%}{seen:>6.0%}{errors}"
-        f"{prior_hits / windows:>7.3f}{hits[worst] / windows:>7.3f} {worst:<20}"
-        f"{flags / windows:>6.3f}",
+        f"{prior_hits / windows:>7.3f}{cover[worst]:>7.3f} {worst:<20}"
+        f"{flags / windows:>6.3f}{missing:>5}",
         flush=True,
     )
 
@@ -202,7 +206,7 @@ def regimes(rng: np.random.Generator, windows: int) -> None:
     head = "".join(f"{n:>16}" for n in HEADLINE)
     print(
         f"   {'data':<6}{'prior':>5}{'target':>6}{'seen':>6}{head}"
-        f"{'prior':>7}{'metric':>7} {'(lowest)':<20}{'fit':>6}"
+        f"{'prior':>7}{'metric':>7} {'(lowest)':<20}{'fit':>6}{'null':>5}"
     )
     print(f"   {'':<23}{'':>{16 * len(HEADLINE)}}{'cover':>7}{'cover':>7} {'':<20}{'flags':>6}")
     for assumption in ("class", "score"):

@@ -116,7 +116,10 @@ class GroupedClasses:
             raise InvalidInput("groups", f"is {groups!r}, must be an integer >= 2")
         if not (np.isfinite(pseudo_count) and pseudo_count > 0):
             raise InvalidInput("pseudo_count", f"is {pseudo_count!r}, must be > 0")
-        starts = quantile_bin_starts(positives + negatives, groups)
+        pooled_bins = positives + negatives
+        starts = quantile_bin_starts(pooled_bins, groups)
+        if starts.shape[0] > 1 and not coarsen(pooled_bins, starts)[-1] > 0.0:
+            starts = starts[:-1]  # the last group holds no count: its bins join the one below
         pos = coarsen(positives, starts)
         neg = coarsen(negatives, starts)
         extra = starts.shape[0] * pseudo_count

@@ -380,10 +380,8 @@ def class_histograms(
     histograms scaled, so that every class-conditional rate is the labelled one.
 
     Rows of 2-D ``positives`` and ``negatives`` are windows, each with its element of
-    ``share``; ``total`` V = 0 returns p and q as they are.
+    ``share``.
     """
-    if total == 0.0:
-        return positives, negatives
     s = np.asarray(share, dtype=np.float64)[..., None]
     n_pos = positives.sum(axis=-1, keepdims=True)
     n_neg = negatives.sum(axis=-1, keepdims=True)

@@ -150,3 +150,17 @@ def test_intervals_cover_the_full_label_values(assumption: str) -> None:
         count += 1
     for name in names:
         assert hits[name] / count >= 0.85, (name, hits[name] / count)
+
+
+def test_a_metric_undefined_in_a_few_draws_takes_the_quantiles_of_the_others() -> None:
+    # few labelled rows above the threshold: about 1% of the draws predict no positive
+    edges = [0.0, 0.25, 0.5, 0.75, 1.0]
+    u, p, q = np.array([60.0, 40, 10, 0]), np.array([2.0, 6, 2, 0]), np.array([10.0, 10, 2, 0])
+    c = complete(u, p, q, assumption="class")
+    assert isinstance(c, Completion)
+    intervals = completion_intervals(
+        u, p, q, c, edges=edges, thresholds=[0.5], pi0=None, cost_ratio=None,
+        rng=np.random.default_rng(7), draws=400,
+    )  # fmt: skip
+    low, high = intervals["precision"]  # type: ignore[misc]
+    assert 0.0 <= low < high <= 1.0
