@@ -75,6 +75,15 @@ def parse_objective(text: str) -> dict[str, Any]:
     return {"metric": metric, "op": op, "target": value}
 
 
+LABEL_MISSINGNESS_HELP = "how labels arrive: class (default), score or none (docs/maturity.md)"
+LABEL_HORIZON_HELP = "how long after a window its labels are expected complete, e.g. '90d'"
+
+
+def _setting(help_text: str) -> Any:
+    """An option that changes nothing when left out."""
+    return typer.Option(help=help_text, show_default=False)
+
+
 def _print_json(doc: Any) -> None:
     typer.echo(json.dumps(doc, indent=2))
 
@@ -97,13 +106,19 @@ def create_model(
         list[str] | None,
         typer.Option("--sla", help="an SLA objective such as 'f1>=0.6' (repeat for more)"),
     ] = None,
+    label_missingness: Annotated[str | None, _setting(LABEL_MISSINGNESS_HELP)] = None,
+    label_horizon: Annotated[str | None, _setting(LABEL_HORIZON_HELP)] = None,
     body: BodyOption = None,
 ) -> None:
     """Register a model and print its settings as the service stored them."""
     doc = _read_body(body)
     doc.update({"name": name, "pi0": pi0, "window": window, "threshold": threshold})
-    if cost_ratio is not None:
-        doc["cost_ratio"] = cost_ratio
+    given = {
+        "cost_ratio": cost_ratio,
+        "label_missingness": label_missingness,
+        "label_horizon": label_horizon,
+    }
+    doc.update({k: v for k, v in given.items() if v is not None})
     if segment:
         doc["segments"] = segment
     if sla:
@@ -235,11 +250,6 @@ def drift_update(
     return drift
 
 
-def _setting(help_text: str) -> Any:
-    """An option of ``models update`` that changes nothing when left out."""
-    return typer.Option(help=help_text, show_default=False)
-
-
 def _set_retention(doc: dict[str, Any], retention: str | None, keep_everything: bool) -> None:
     """``--retention`` or ``--keep-everything`` (a null retention) into ``doc``."""
     if retention is not None and keep_everything:
@@ -282,6 +292,25 @@ def _drift_reference(
     return reference
 
 
+DriftFromOption = Annotated[
+    str | None, _setting("drift reference period: its first time (ISO 8601)")
+]
+DriftToOption = Annotated[
+    str | None, _setting("drift reference period: the time it ends (ISO 8601)")
+]
+TrailingWindowsOption = Annotated[
+    int | None, _setting("drift reference: the last N windows instead of a period")
+]
+MinPriorEffectOption = Annotated[float | None, _setting("smallest prior change reported as drift")]
+MinLikelihoodEffectOption = Annotated[
+    float | None, _setting("smallest within-class change reported as drift")
+]
+MinClassCountOption = Annotated[int | None, _setting("fewest examples of a class for a drift test")]
+RetentionOption = Annotated[
+    str | None, _setting("how long windows are kept, e.g. '90d' (docs/operations.md)")
+]
+
+
 @models_cli.command("update", epilog=EXIT_CODES_EPILOG)
 def update_model(
     name: Annotated[str, typer.Argument(help="the model's name")],
@@ -305,35 +334,23 @@ def update_model(
         typer.Option("--sla", help="an SLA objective such as 'f1>=0.6' (repeat; replaces them)"),
     ] = None,
     no_sla: Annotated[bool, typer.Option("--no-sla", help="remove every SLA objective")] = False,
-    drift_from: Annotated[
-        str | None, _setting("drift reference period: its first time (ISO 8601)")
-    ] = None,
-    drift_to: Annotated[
-        str | None, _setting("drift reference period: the time it ends (ISO 8601)")
-    ] = None,
-    drift_trailing_windows: Annotated[
-        int | None, _setting("drift reference: the last N windows instead of a period")
-    ] = None,
+    drift_from: DriftFromOption = None,
+    drift_to: DriftToOption = None,
+    drift_trailing_windows: TrailingWindowsOption = None,
     no_drift_reference: Annotated[
         bool, typer.Option("--no-drift-reference", help="remove the drift reference")
     ] = False,
     drift_alpha: Annotated[float | None, _setting("drift tests' significance level")] = None,
-    drift_min_prior_effect: Annotated[
-        float | None, _setting("smallest prior change reported as drift")
-    ] = None,
-    drift_min_likelihood_effect: Annotated[
-        float | None, _setting("smallest within-class change reported as drift")
-    ] = None,
-    drift_min_class_count: Annotated[
-        int | None, _setting("fewest examples of a class for a drift test")
-    ] = None,
+    drift_min_prior_effect: MinPriorEffectOption = None,
+    drift_min_likelihood_effect: MinLikelihoodEffectOption = None,
+    drift_min_class_count: MinClassCountOption = None,
     drift_test_bins: Annotated[int | None, _setting("bins of the drift tests")] = None,
-    retention: Annotated[
-        str | None, _setting("how long windows are kept, e.g. '90d' (docs/operations.md)")
-    ] = None,
+    retention: RetentionOption = None,
     keep_everything: Annotated[
         bool, typer.Option("--keep-everything", help="remove the retention: keep every window")
     ] = False,
+    label_missingness: Annotated[str | None, _setting(LABEL_MISSINGNESS_HELP)] = None,
+    label_horizon: Annotated[str | None, _setting(LABEL_HORIZON_HELP)] = None,
     body: BodyOption = None,
 ) -> None:
     """Change NAME's settings and print them as the service stored them.
@@ -343,7 +360,13 @@ def update_model(
     fixed at creation.
     """
     doc = _read_body(body)
-    given = {"description": description, "pi0": pi0, "cost_ratio": cost_ratio}
+    given = {
+        "description": description,
+        "pi0": pi0,
+        "cost_ratio": cost_ratio,
+        "label_missingness": label_missingness,
+        "label_horizon": label_horizon,
+    }
     doc.update({k: v for k, v in given.items() if v is not None})
     _set_retention(doc, retention, keep_everything)
     if costs is not None:

@@ -84,6 +84,11 @@ class Model(Base):
     retention: Mapped[str | None] = mapped_column(String(16))
     """How long windows are kept after they end ("90d"; app/services/refresh/retention.py), or
     null: kept forever. The worker's housekeeping deletes older windows."""
+    label_missingness: Mapped[str] = mapped_column(String(8), server_default="none")
+    """How labels arrive: "class", "score" or "none" (docs/maturity.md); a partially
+    labelled window is completed under it, except under "none"."""
+    label_horizon: Mapped[str | None] = mapped_column(String(16))
+    """How long after a window its labels are expected complete ("90d"), or null."""
     bin_edges: Mapped[npt.NDArray[np.float64]] = mapped_column(Float64Array)
     """float64, shape (n_bins + 1,): bin j is [edges[j], edges[j+1]), the last one closed."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -379,6 +384,9 @@ class WindowMetrics(Base):
     without unlabelled rows or without a drift reference."""
     reasons: Mapped[dict[str, str] | None] = mapped_column(JSONDocument)
     """Why each None metric is None: "insufficient_data" or the formula's undefined case."""
+    maturity: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
+    """The completed window of a partially labelled window (docs/maturity.md); null
+    with a reason under ``reasons["maturity"]`` where it has a cause."""
     error: Mapped[str | None] = mapped_column(Text)
     """Status "error": what failed (the window is not retried until its aggregate changes)."""
     detail_version: Mapped[int | None] = mapped_column(BigInteger)

@@ -22,6 +22,7 @@ from sqlalchemy import (
     Table,
     bindparam,
     cast,
+    exists,
     func,
     insert,
     literal,
@@ -252,6 +253,23 @@ def ensure_window_aggregates(
     # A parameter list (not ``.values([...])``): the statement compiles once per
     # process and is cached (bench/bench_ingest.py).
     session.execute(insert(WindowAggregate).on_conflict_do_nothing(), rows_in)
+
+
+def window_holds_unlabelled(session: Session, model_id: int, segment: str, start: datetime) -> bool:
+    """Whether the window (model, segment, start) holds unlabelled rows, folded or not."""
+    folded = select(WindowAggregate.n_unlabelled).where(
+        WindowAggregate.model_id == model_id,
+        WindowAggregate.segment == segment,
+        WindowAggregate.window_start == start,
+        WindowAggregate.n_unlabelled > 0,
+    )
+    unfolded = select(BatchDelta.n_unlabelled).where(
+        BatchDelta.model_id == model_id,
+        BatchDelta.segment == segment,
+        BatchDelta.window_start == start,
+        BatchDelta.n_unlabelled > 0,
+    )
+    return bool(session.scalar(select(exists(folded) | exists(unfolded))))
 
 
 @dataclass(frozen=True)

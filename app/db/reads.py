@@ -71,6 +71,7 @@ def _stored_columns(unfolded: Subquery, with_curves: bool) -> list[Any]:
         WM.error,
         (WA.n_unlabelled + func.coalesce(unfolded.c.n_unlabelled, 0)).label("n_unlabelled"),
         WM.estimate,
+        WM.maturity,
         WM.detail_version,
         WM.detail_computed_at,
     ]

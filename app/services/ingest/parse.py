@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ from app.metrics.validation import check_scores_labels
 from app.services.ingest.json_keys import check_unique_keys, duplicated_key
 from app.services.ingest.sparse import integer_array, parse_score_sums, parse_sparse_counts
 from app.services.models.config import ModelConfig
+from app.services.models.retention import parse_retention
 from app.services.windows.limits import MAX_BATCH_COUNT, check_batch_counts, check_batch_total
 from app.timegrid import EXAMPLE, parse_instant, shown, window_start
 
@@ -73,6 +74,9 @@ class ParsedBatch:
     unlabelled : int64, shape (n_bins,), or None: rows without labels per bin
         (``scores`` without ``labels``, or a histogram's ``unlabelled``).
     n_unlabelled : rows without labels (not counted in ``n``).
+    late_labels : labelled histogram rows older than the backfill age, within the
+        model's ``label_horizon``: accepted only for a window that holds
+        unlabelled rows (app/services/ingest/batch.py checks it).
     """
 
     kind: str
@@ -87,6 +91,7 @@ class ParsedBatch:
     sums: ProbabilitySums | None
     unlabelled: Counts | None = None
     n_unlabelled: int = 0
+    late_labels: bool = False
 
 
 def _has_exactly_two(body: bytes, char: bytes) -> bool:
@@ -181,12 +186,15 @@ def load_json_object(body: bytes) -> dict[str, Any]:
     return doc
 
 
-def parse_timestamp(value: Any, *, now: datetime, settings: Settings) -> datetime:
+def parse_timestamp(
+    value: Any, *, now: datetime, settings: Settings, max_age: timedelta | None = None
+) -> datetime:
     """The event time, within the accepted backfill/skew range.
 
     An ISO 8601 string (a time without an offset is taken as UTC) or a number
     of seconds since the Unix epoch, read by :func:`app.timegrid.
-    parse_instant` like every date of the API.
+    parse_instant` like every date of the API. ``max_age``: the oldest accepted
+    age (default the backfill age; :func:`label_backfill_age` for labels).
     """
     if value is None:
         raise InvalidInput(
@@ -200,12 +208,21 @@ def parse_timestamp(value: Any, *, now: datetime, settings: Settings) -> datetim
             "timestamp",
             f"is more than {settings.future_skew_seconds:g} s in the future",
         )
-    if ts < now - settings.backfill_max_age:
+    oldest = settings.backfill_max_age if max_age is None else max_age
+    if ts < now - oldest:
         raise InvalidInput(
             "timestamp",
-            f"is older than the accepted backfill age of {settings.backfill_max_age_days:g} days",
+            f"is older than the accepted backfill age of {oldest / timedelta(days=1):g} days",
         )
     return ts
+
+
+def label_backfill_age(model: ModelConfig, settings: Settings) -> timedelta:
+    """How old labelled rows of a window holding unlabelled rows may be: the longer of
+    the backfill age and the model's ``label_horizon`` (docs/maturity.md)."""
+    if model.label_horizon is None:
+        return settings.backfill_max_age
+    return max(settings.backfill_max_age, parse_retention(model.label_horizon, "label_horizon"))
 
 
 def scores_labels_arrays(
@@ -437,10 +454,16 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
     unknown = sorted(set(doc) - BATCH_FIELDS)
     if unknown:
         raise InvalidInput(unknown[0], "unknown field")
-    event_at = parse_timestamp(doc.get("timestamp"), now=now, settings=settings)
+    oldest = label_backfill_age(model, settings)
+    event_at = parse_timestamp(doc.get("timestamp"), now=now, settings=settings, max_age=oldest)
     segment = _segment(doc, model)
     kind = _kind(doc)
     content = _PARSERS[kind](doc, model, settings)
+    late = event_at < now - settings.backfill_max_age
+    if late and (content.hist_positives is None or content.unlabelled is not None):
+        parse_timestamp(
+            doc["timestamp"], now=now, settings=settings
+        )  # only labelled score rows come late
     return ParsedBatch(
         kind=kind,
         event_at=event_at,
@@ -454,4 +477,5 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
         sums=content.sums,
         unlabelled=content.unlabelled,
         n_unlabelled=0 if content.unlabelled is None else int(content.unlabelled.sum()),
+        late_labels=late,
     )

@@ -327,7 +327,8 @@ def _stored_result(computed: Computed, version: int, now: datetime) -> queue.Sto
         return queue.StoredResult(claim, version, StoredStatus.ERROR, error)
     full = result.tier is Tier.FULL
     stored = None if full else claim.stored_intervals
-    document = window_document(result, stored, version=version, computed_at=now)
+    stored_maturity = None if full else claim.stored_maturity
+    document = window_document(result, stored, stored_maturity, version=version, computed_at=now)
     keep = () if full else KEPT_BY_SUMMARY
     return queue.StoredResult(claim, version, StoredStatus.FRESH, document | {"error": note}, keep)
 
