@@ -43,6 +43,10 @@ ESTIMATE_KINDS: tuple[str, ...] = ("prior", "likelihood")
 """``kind`` label values of the label-free flags and p-values."""
 
 
+BOTH_KINDS: ColumnElement[bool] = and_(WA.n_unlabelled > 0, WA.n > 0)
+"""A window holding unlabelled (scored) and labelled rows."""
+
+
 @dataclass(frozen=True)
 class StoredEstimate:
     """The stored estimate of one window."""
@@ -53,8 +57,11 @@ class StoredEstimate:
     document: Mapping[str, Any]
 
 
-def _latest_with(role: int, condition: ColumnElement[bool]) -> Select[Any]:
-    """The estimate of the latest fresh window per (model, segment) meeting ``condition``."""
+def latest_with(
+    role: int, condition: ColumnElement[bool], document: Any = WM.estimate
+) -> Select[Any]:
+    """(role, model, segment, start, ``document`` as text) of the latest fresh window per
+    (model, segment) meeting ``condition`` (``document``: the stored estimate by default)."""
     joined = and_(
         WA.model_id == WM.model_id, WA.segment == WM.segment, WA.window_start == WM.window_start
     )
@@ -70,7 +77,7 @@ def _latest_with(role: int, condition: ColumnElement[bool]) -> Select[Any]:
         .subquery()
     )
     return select(
-        literal(role).label("role"), WM.model_id, WM.segment, WM.window_start, _as_text(WM.estimate)
+        literal(role).label("role"), WM.model_id, WM.segment, WM.window_start, _as_text(document)
     ).join(
         latest,
         and_(
@@ -86,9 +93,7 @@ def read_estimates(session: Session) -> tuple[list[StoredEstimate], list[StoredE
 
     One statement (the two selections of the module docstring, UNION ALL).
     """
-    statement = union_all(
-        _latest_with(0, WA.n_unlabelled > 0), _latest_with(1, and_(WA.n_unlabelled > 0, WA.n > 0))
-    )
+    statement = union_all(latest_with(0, WA.n_unlabelled > 0), latest_with(1, BOTH_KINDS))
     out: tuple[list[StoredEstimate], list[StoredEstimate]] = ([], [])
     for role, model_id, segment, start, text in session.execute(statement).all():
         document = _json(text)

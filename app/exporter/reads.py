@@ -89,6 +89,10 @@ class ModelRow:
     """Batches not folded yet (its unfolded all-traffic deltas)."""
     quarantined: int = 0
     """Deltas of the model (any segment) the worker quarantined."""
+    label_missingness: str = "none"
+    """How the model's labels arrive (``class``, ``score``; ``none``: no completion)."""
+    label_horizon: str | None = None
+    """When a window's labels are expected complete ("90d"), or None."""
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,8 @@ def read_models(session: Session, shard: Shard | None = None) -> tuple[ModelRow,
             Model.window,
             Model.segments,
             Model.sla,
+            Model.label_missingness,
+            Model.label_horizon,
             func.coalesce(counts.c.batches, 0),
             func.coalesce(counts.c.rows, 0),
             func.coalesce(counts.c.unfolded, 0),
@@ -229,8 +235,22 @@ def read_models(session: Session, shard: Shard | None = None) -> tuple[ModelRow,
             rows=int(rows),
             unfolded=int(unfolded),
             quarantined=int(quarantined),
+            label_missingness=missingness,
+            label_horizon=horizon,
         )
-        for model_id, name, window, segments, sla, batches, rows, unfolded, quarantined in result
+        for (
+            model_id,
+            name,
+            window,
+            segments,
+            sla,
+            missingness,
+            horizon,
+            batches,
+            rows,
+            unfolded,
+            quarantined,
+        ) in result
     )
 
 

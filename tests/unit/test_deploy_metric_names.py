@@ -54,6 +54,10 @@ EXPOSITION_NAMES: tuple[str, ...] = (
     "priorwatch_estimate_p_value",
     "priorwatch_estimate_reliable",
     "priorwatch_estimate_error",
+    "priorwatch_window_label_completeness",
+    "priorwatch_window_completed",
+    "priorwatch_label_completeness",
+    "priorwatch_labels_overdue_windows",
     "priorwatch_database_up",
 )
 #: Series Prometheus itself writes for every scrape target (rules only).
