@@ -64,6 +64,7 @@ bench: $(STAMP) ## run the benchmarks in bench/ and print figures and ratios (BE
 	  case $$f in */bench_fleet.py) args="--quick";; esac; \
 	  if [ -n "$(BENCH_QUICK)" ]; then case $$f in \
 	    */bench_coverage.py) args="--quick";; \
+	    */bench_maturity.py) args="--quick";; \
 	    */bench_drift_power.py) args="--trials 50";; \
 	    */bench_worker.py) args="--rounds 1";; \
 	  esac; fi; \

@@ -75,6 +75,15 @@ def parse_objective(text: str) -> dict[str, Any]:
     return {"metric": metric, "op": op, "target": value}
 
 
+LABEL_MISSINGNESS_HELP = "how labels arrive: class (default), score or none (docs/maturity.md)"
+LABEL_HORIZON_HELP = "how long after a window its labels are expected complete, e.g. '90d'"
+
+
+def _setting(help_text: str) -> Any:
+    """An option that changes nothing when left out."""
+    return typer.Option(help=help_text, show_default=False)
+
+
 def _print_json(doc: Any) -> None:
     typer.echo(json.dumps(doc, indent=2))
 
@@ -97,13 +106,19 @@ def create_model(
         list[str] | None,
         typer.Option("--sla", help="an SLA objective such as 'f1>=0.6' (repeat for more)"),
     ] = None,
+    label_missingness: Annotated[str | None, _setting(LABEL_MISSINGNESS_HELP)] = None,
+    label_horizon: Annotated[str | None, _setting(LABEL_HORIZON_HELP)] = None,
     body: BodyOption = None,
 ) -> None:
     """Register a model and print its settings as the service stored them."""
     doc = _read_body(body)
     doc.update({"name": name, "pi0": pi0, "window": window, "threshold": threshold})
-    if cost_ratio is not None:
-        doc["cost_ratio"] = cost_ratio
+    given = {
+        "cost_ratio": cost_ratio,
+        "label_missingness": label_missingness,
+        "label_horizon": label_horizon,
+    }
+    doc.update({k: v for k, v in given.items() if v is not None})
     if segment:
         doc["segments"] = segment
     if sla:
@@ -235,11 +250,6 @@ def drift_update(
     return drift
 
 
-def _setting(help_text: str) -> Any:
-    """An option of ``models update`` that changes nothing when left out."""
-    return typer.Option(help=help_text, show_default=False)
-
-
 @models_cli.command("update", epilog=EXIT_CODES_EPILOG)
 def update_model(
     name: Annotated[str, typer.Argument(help="the model's name")],
@@ -292,6 +302,8 @@ def update_model(
     keep_everything: Annotated[
         bool, typer.Option("--keep-everything", help="remove the retention: keep every window")
     ] = False,
+    label_missingness: Annotated[str | None, _setting(LABEL_MISSINGNESS_HELP)] = None,
+    label_horizon: Annotated[str | None, _setting(LABEL_HORIZON_HELP)] = None,
     body: BodyOption = None,
 ) -> None:
     """Change NAME's settings and print them as the service stored them.
@@ -301,7 +313,13 @@ def update_model(
     fixed at creation.
     """
     doc = _read_body(body)
-    given = {"description": description, "pi0": pi0, "cost_ratio": cost_ratio}
+    given = {
+        "description": description,
+        "pi0": pi0,
+        "cost_ratio": cost_ratio,
+        "label_missingness": label_missingness,
+        "label_horizon": label_horizon,
+    }
     doc.update({k: v for k, v in given.items() if v is not None})
     if retention is not None and keep_everything:
         fail("--keep-everything contradicts the retention given", EXIT_USAGE)

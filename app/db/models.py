@@ -85,10 +85,10 @@ class Model(Base):
     """How long windows are kept after they end ("90d"; app/services/refresh/retention.py), or
     null: kept forever. The worker's housekeeping deletes older windows."""
     label_missingness: Mapped[str] = mapped_column(String(8), server_default="none")
-    """How labels arrive (docs/operations.md, "Delayed labels"): ``class``, ``score`` or
-    ``none`` (no completion of partially labelled windows)."""
+    """How labels arrive: "class", "score" or "none" (docs/maturity.md); a partially
+    labelled window is completed under it, except under "none"."""
     label_horizon: Mapped[str | None] = mapped_column(String(16))
-    """When a window's labels are expected complete, after its end ("90d"), or null."""
+    """How long after a window its labels are expected complete ("90d"), or null."""
     bin_edges: Mapped[npt.NDArray[np.float64]] = mapped_column(Float64Array)
     """float64, shape (n_bins + 1,): bin j is [edges[j], edges[j+1]), the last one closed."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
@@ -363,12 +363,11 @@ class WindowMetrics(Base):
     estimate: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
     """The label-free estimate from the unlabelled rows (docs/estimation.md); null
     without unlabelled rows or without a drift reference."""
-    maturity: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
-    """The completed metrics of a partially labelled window ({"labelled", "scored",
-    "completeness", "assumption", "prior", "metrics", "intervals", "fit"}); null for a
-    window with one kind of row or a model whose ``label_missingness`` is ``none``."""
     reasons: Mapped[dict[str, str] | None] = mapped_column(JSONDocument)
     """Why each None metric is None: "insufficient_data" or the formula's undefined case."""
+    maturity: Mapped[dict[str, Any] | None] = mapped_column(JSONDocument)
+    """The completed window of a partially labelled window (docs/maturity.md); null
+    with a reason under ``reasons["maturity"]`` where it has a cause."""
     error: Mapped[str | None] = mapped_column(Text)
     """Status "error": what failed (the window is not retried until its aggregate changes)."""
     detail_version: Mapped[int | None] = mapped_column(BigInteger)

@@ -25,6 +25,7 @@ from sqlalchemy import (
     Table,
     bindparam,
     cast,
+    exists,
     func,
     insert,
     literal,
@@ -274,6 +275,23 @@ def unfolded_totals(model_id: int, segment: str) -> Subquery:
         .group_by(BatchDelta.window_start)
         .subquery()
     )
+
+
+def window_holds_unlabelled(session: Session, model_id: int, segment: str, start: datetime) -> bool:
+    """Whether the window (model, segment, start) holds unlabelled rows, folded or not."""
+    folded = select(WindowAggregate.n_unlabelled).where(
+        WindowAggregate.model_id == model_id,
+        WindowAggregate.segment == segment,
+        WindowAggregate.window_start == start,
+        WindowAggregate.n_unlabelled > 0,
+    )
+    unfolded = select(BatchDelta.n_unlabelled).where(
+        BatchDelta.model_id == model_id,
+        BatchDelta.segment == segment,
+        BatchDelta.window_start == start,
+        BatchDelta.n_unlabelled > 0,
+    )
+    return bool(session.scalar(select(exists(folded) | exists(unfolded))))
 
 
 def unfolded_deltas(

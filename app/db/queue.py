@@ -109,10 +109,10 @@ class Claim:
     attempt : the fencing token (``claim_attempt`` after the increment).
     claimed_at, lease_expires_at : database times of the claim and of the
         lease's end.
-    stored_version, stored_intervals : the aggregate version and the intervals
-        of the window's stored result when it was claimed (None: no result
-        yet). Only the completion of a claim writes that result, so they cannot
-        change while this claim holds.
+    stored_version, stored_intervals, stored_maturity : the aggregate version,
+        the intervals and the ``maturity`` document of the window's stored result
+        when it was claimed (None: no result yet). Only the completion of a claim
+        writes that result, so they cannot change while this claim holds.
     """
 
     model_id: int
@@ -124,6 +124,7 @@ class Claim:
     lease_expires_at: datetime
     stored_version: int | None
     stored_intervals: Mapping[str, Any] | None
+    stored_maturity: Mapping[str, Any] | None = None
 
     @property
     def key(self) -> WindowKey:
@@ -371,6 +372,7 @@ def _claim_statement(grouped: bool) -> Update:
         for column, label in (
             (WindowMetrics.aggregate_version, "stored_version"),
             (WindowMetrics.intervals, "stored_intervals"),
+            (WindowMetrics.maturity, "stored_maturity"),
         )
     ]
     table = _WA_TABLE
@@ -439,6 +441,7 @@ def claim_group(
                 lease_expires_at=expires,
                 stored_version=None if row.stored_version is None else int(row.stored_version),
                 stored_intervals=row.stored_intervals,
+                stored_maturity=row.stored_maturity,
             ),
             row,
         )
@@ -728,7 +731,7 @@ class StoredResult:
     """A result to store for a held claim, computed from aggregate ``version``.
 
     ``document`` holds the columns ``metrics``, ``drift``, ``curves``,
-    ``intervals``, ``reasons``, ``estimate``, ``error``, ``detail_version`` and
+    ``intervals``, ``reasons``, ``estimate``, ``maturity``, ``error``, ``detail_version`` and
     ``detail_computed_at``; the columns ``keep`` of an existing row stay as they
     are (a summary refresh keeps the stored detail).
     """
@@ -766,6 +769,7 @@ _DOCUMENT_COLUMNS = (
     "intervals",
     "reasons",
     "estimate",
+    "maturity",
     "error",
     "detail_version",
     "detail_computed_at",

@@ -90,6 +90,7 @@ def drift_verdict(
     *,
     threshold: float,
     settings: DriftSettings | None = None,
+    whole: WindowHistograms | None = None,
 ) -> DriftResult:
     """Test a window against its reference for prior and likelihood shift.
 
@@ -105,6 +106,12 @@ def drift_verdict(
         of precision and F1).
     settings : DriftSettings, optional
         Defaults to ``DriftSettings()``.
+    whole : WindowHistograms, optional
+        The whole window when ``window`` is only its labelled part (a partially
+        labelled window completed under the class assumption: the labelled
+        rows hold its class-conditional score distributions, not its prior):
+        the prior test and the attribution read it, the likelihood test
+        ``window``. Default ``window``.
 
     Returns
     -------
@@ -119,17 +126,20 @@ def drift_verdict(
     prior
     """
     settings = settings or DriftSettings()
-    if not np.array_equal(reference.edges, window.edges):
+    whole = window if whole is None else whole
+    if not (
+        np.array_equal(reference.edges, window.edges) and np.array_equal(whole.edges, window.edges)
+    ):
         raise InvalidInput("window.edges", "must equal the reference's bin edges")
     prior = prior_shift_test(
         reference.n_positives,
         reference.n_negatives,
-        window.n_positives,
-        window.n_negatives,
+        whole.n_positives,
+        whole.n_negatives,
         settings,
     )
     likelihood = likelihood_shift_test(reference, window, settings)
-    attribution = attribute_changes(reference, window, threshold=threshold, settings=settings)
+    attribution = attribute_changes(reference, whole, threshold=threshold, settings=settings)
     return DriftResult(
         _verdict(prior, likelihood), _status(prior, likelihood), prior, likelihood, attribution
     )

@@ -13,12 +13,13 @@ from app.estimation.estimate import (
     estimate_prior,
     estimate_window,
 )
-from app.estimation.reference import GROUPS, PSEUDO_COUNT, MixtureReference
+from app.estimation.reference import GROUPS, PSEUDO_COUNT, GroupedClasses, MixtureReference
 
 __all__ = [
     "GROUPS",
     "INTERVAL_LEVEL",
     "PSEUDO_COUNT",
+    "GroupedClasses",
     "LabelFreeEstimate",
     "MixtureReference",
     "PriorEstimate",

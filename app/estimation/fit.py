@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import special
 
 from app.drift.histograms import FloatArray
 from app.estimation.sampling import GroupedSampling
@@ -70,6 +71,5 @@ def mixture_fit_test(counts: FloatArray, sampling: GroupedSampling) -> MixtureFi
     z = complement.T @ residual
     cov = complement.T @ sampling.residual_cov() @ complement
     statistic = float(z @ np.linalg.solve(cov, z))
-    from scipy.stats import chi2  # imported on first use: keeps scipy.stats out of start-up
-
-    return MixtureFitTest(statistic, df, float(chi2.sf(statistic, df)))
+    # chi2.sf's own kernel, without scipy.stats' per-call argument handling (a tenth of a ms)
+    return MixtureFitTest(statistic, df, float(special.chdtrc(df, statistic)))

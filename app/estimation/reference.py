@@ -31,7 +31,7 @@ frequencies, with the prior kept in [a0, a1] where no probability is 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import numpy.typing as npt
@@ -50,41 +50,132 @@ PSEUDO_COUNT = 0.5
 
 
 @dataclass(frozen=True, eq=False)
-class MixtureReference:
-    """A reference period's class distributions, on the bins and on groups of bins.
+class GroupedClasses:
+    """Two classes' counts merged into groups of bins of equal pooled mass, smoothed.
 
-    Build it with :meth:`from_histograms`; evaluate any number of windows against it.
+    The grouped half of a :class:`MixtureReference`, built from bin counts
+    alone (no edges, no curve) with :meth:`from_bins`: what the likelihood of
+    a mixture prior (:mod:`app.estimation.prior`), its sampling model
+    (:class:`~app.estimation.sampling.GroupedSampling`) and the debiasing map
+    read. The label-maturity completion (:mod:`app.maturity`) builds one from
+    a window's own labelled rows.
 
     Attributes
     ----------
-    edges : array of shape (J + 1,)
-        The model's bin edges.
     starts : int array of shape (G,)
         ``starts[g]`` is the first bin of group g; group g runs to
         ``starts[g + 1] - 1`` (the last to bin J - 1). Group k < G ends with
-        the first bin at which the cumulative reference count (both classes)
-        reaches k/G of the total (:func:`app.drift.two_sample.quantile_bin_starts`).
+        the first bin at which the cumulative count (both classes) reaches
+        k/G of the total (:func:`app.drift.two_sample.quantile_bin_starts`).
     positives, negatives : array of shape (G,)
-        Reference positives / negatives per group (no pseudo-count).
+        Positives / negatives per group (no pseudo-count).
     f_positive, f_negative : array of shape (G,)
         ``(counts + G pseudo_count w) / (total + G pseudo_count)`` per class,
-        w the pooled reference's group shares: the smoothed group
-        probabilities f1_g and f0_g of the mixture. Each is > 0.
+        w the pooled counts' group shares: the smoothed group probabilities
+        f1_g and f0_g of the mixture. Each is > 0.
     smoothing : (float, float)
         (a0, a1): the smoothed f0 and f1 are the raw mixtures at priors a0
         and a1 (module docstring).
-    curve : CurveCounts
-        Cumulative reference counts on the model's bins: TPR and FPR at every
-        bin edge.
     """
 
-    edges: FloatArray
     starts: npt.NDArray[np.intp]
     positives: FloatArray
     negatives: FloatArray
     f_positive: FloatArray
     f_negative: FloatArray
     smoothing: tuple[float, float]
+
+    @classmethod
+    def from_bins(
+        cls,
+        positives: FloatArray,
+        negatives: FloatArray,
+        *,
+        groups: int = GROUPS,
+        pseudo_count: float = PSEUDO_COUNT,
+    ) -> GroupedClasses:
+        """Group per-class bin counts (checked: finite, >= 0, one shape; both classes present).
+
+        Parameters
+        ----------
+        positives, negatives : array of shape (J,)
+            Examples of each class per bin (weights allowed).
+        groups : int
+            Wanted number of groups G (>= 2).
+        pseudo_count : float
+            Added to every group count of each class (> 0).
+
+        Examples
+        --------
+        >>> pos, neg = np.array([0.0, 1, 3, 6]), np.array([6.0, 3, 1, 0])
+        >>> g = GroupedClasses.from_bins(pos, neg, groups=2)
+        >>> g.starts.tolist(), g.positives.tolist(), g.n_groups
+        ([0, 2], [1.0, 9.0], 2)
+        """
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups < 2:
+            raise InvalidInput("groups", f"is {groups!r}, must be an integer >= 2")
+        if not (np.isfinite(pseudo_count) and pseudo_count > 0):
+            raise InvalidInput("pseudo_count", f"is {pseudo_count!r}, must be > 0")
+        starts = quantile_bin_starts(positives + negatives, groups)
+        pos = coarsen(positives, starts)
+        neg = coarsen(negatives, starts)
+        extra = starts.shape[0] * pseudo_count
+        r1, r0 = float(pos.sum()), float(neg.sum())
+        pooled = (pos + neg) / (r1 + r0)
+        f_positive = (pos + extra * pooled) / (r1 + extra)
+        f_negative = (neg + extra * pooled) / (r0 + extra)
+        rho, k1, k0 = r1 / (r1 + r0), r1 / (r1 + extra), r0 / (r0 + extra)
+        if np.array_equal(f_positive, f_negative):
+            raise InvalidInput(
+                "reference", "both classes have the same score distribution: no prior to estimate"
+            )
+        return cls(
+            starts=starts,
+            positives=pos,
+            negatives=neg,
+            f_positive=f_positive,
+            f_negative=f_negative,
+            smoothing=((1.0 - k0) * rho, k1 + (1.0 - k1) * rho),
+        )
+
+    @property
+    def n_groups(self) -> int:
+        """G, the number of groups."""
+        return int(self.starts.shape[0])
+
+    @property
+    def n_positives(self) -> float:
+        """R1, the positives."""
+        return float(self.positives.sum())
+
+    @property
+    def n_negatives(self) -> float:
+        """R0, the negatives."""
+        return float(self.negatives.sum())
+
+    def grouped(self, counts: FloatArray) -> FloatArray:
+        """Counts of a checked histogram on the same bins, per group, shape (G,)."""
+        return coarsen(counts, self.starts)
+
+
+@dataclass(frozen=True, eq=False)
+class MixtureReference(GroupedClasses):
+    """A reference period's class distributions, on the bins and on groups of bins.
+
+    Build it with :meth:`from_histograms`; evaluate any number of windows against it.
+
+    Attributes
+    ----------
+    starts, positives, negatives, f_positive, f_negative, smoothing
+        The reference's counts per group, as in :class:`GroupedClasses`.
+    edges : array of shape (J + 1,)
+        The model's bin edges.
+    curve : CurveCounts
+        Cumulative reference counts on the model's bins: TPR and FPR at every
+        bin edge.
+    """
+
+    edges: FloatArray
     curve: CurveCounts
 
     @classmethod
@@ -114,42 +205,18 @@ class MixtureReference:
         >>> ref.starts.tolist(), ref.positives.tolist(), ref.negatives.tolist()
         ([0, 2], [1.0, 9.0], [9.0, 1.0])
         """
-        if isinstance(groups, bool) or not isinstance(groups, int) or groups < 2:
-            raise InvalidInput("groups", f"is {groups!r}, must be an integer >= 2")
-        if not (np.isfinite(pseudo_count) and pseudo_count > 0):
-            raise InvalidInput("pseudo_count", f"is {pseudo_count!r}, must be > 0")
         if reference.n_positives <= 0 or reference.n_negatives <= 0:
             raise InvalidInput("reference", "needs examples of both classes")
-        starts = quantile_bin_starts(reference.positives + reference.negatives, groups)
-        pos = coarsen(reference.positives, starts)
-        neg = coarsen(reference.negatives, starts)
-        extra = starts.shape[0] * pseudo_count
-        r1, r0 = float(pos.sum()), float(neg.sum())
-        pooled = (pos + neg) / (r1 + r0)
-        f_positive = (pos + extra * pooled) / (r1 + extra)
-        f_negative = (neg + extra * pooled) / (r0 + extra)
-        rho, k1, k0 = r1 / (r1 + r0), r1 / (r1 + extra), r0 / (r0 + extra)
-        if np.array_equal(f_positive, f_negative):
-            raise InvalidInput(
-                "reference", "both classes have the same score distribution: no prior to estimate"
-            )
+        grouped = GroupedClasses.from_bins(
+            reference.positives, reference.negatives, groups=groups, pseudo_count=pseudo_count
+        )
         return cls(
+            **{f.name: getattr(grouped, f.name) for f in fields(GroupedClasses)},
             edges=reference.edges,
-            starts=starts,
-            positives=pos,
-            negatives=neg,
-            f_positive=f_positive,
-            f_negative=f_negative,
-            smoothing=((1.0 - k0) * rho, k1 + (1.0 - k1) * rho),
             curve=cumulative_counts_from_histograms(
                 reference.positives, reference.negatives, reference.edges
             ),
         )
-
-    @property
-    def n_groups(self) -> int:
-        """G, the number of groups."""
-        return int(self.starts.shape[0])
 
     @property
     def n_positives(self) -> float:
@@ -188,7 +255,3 @@ class MixtureReference:
         if not u.sum() > 0:
             raise InvalidInput("unlabelled", "is empty (no examples)")
         return u
-
-    def grouped(self, unlabelled: FloatArray) -> FloatArray:
-        """Counts of a checked histogram (:meth:`check_unlabelled`) per group, shape (G,)."""
-        return coarsen(unlabelled, self.starts)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.drift.histograms import FloatArray
-from app.estimation.reference import MixtureReference
+from app.estimation.reference import GroupedClasses
 
 
 def multinomial_cov(p: FloatArray) -> FloatArray:
@@ -54,10 +54,10 @@ def multinomial_cov(p: FloatArray) -> FloatArray:
     return np.diag(p) - np.outer(p, p)
 
 
-def debiasing_map(reference: MixtureReference, smoothed: float) -> tuple[float, float]:
+def debiasing_map(reference: GroupedClasses, smoothed: float) -> tuple[float, float]:
     """The affine map ``pi = offset + slope * p`` from a prior p of the smoothed groups.
 
-    It composes the smoothing's map (:attr:`MixtureReference.smoothing`,
+    It composes the smoothing's map (:attr:`GroupedClasses.smoothing`,
     pi_raw = a0 + p (a1 - a0)) with the errors-in-variables correction of the
     module docstring, pi = pi_raw + (pi_raw (t1 + t0) - t0) / I_hat, whose
     terms are evaluated at the maximum ``smoothed``.
@@ -102,7 +102,7 @@ class GroupedSampling:
     reference_cov: FloatArray
 
     @classmethod
-    def at(cls, reference: MixtureReference, prior: float, n: float) -> GroupedSampling:
+    def at(cls, reference: GroupedClasses, prior: float, n: float) -> GroupedSampling:
         """The sampling model of a window of ``n`` unlabelled examples at ``prior``."""
         f1, f0 = reference.f_positive, reference.f_negative
         d = f1 - f0

@@ -101,6 +101,7 @@ __all__ = [
     "credible_intervals",
     "ops_interval",
     "rate_interval",
+    "row_areas",
     "sample_rate_posterior",
 ]
 
@@ -558,7 +559,7 @@ def _resample(hist: Array, size: int, method: ResampleMethod, gen: np.random.Gen
     return np.cumsum(draws, axis=1).astype(np.float64)
 
 
-def _areas(names: Iterable[str], tps: Array, fps: Array, pi0: float) -> dict[str, Array]:
+def row_areas(names: Iterable[str], tps: Array, fps: Array, pi0: float) -> dict[str, Array]:
     """Each area of ``names`` for every row of cumulative counts; at pi0 for ``calibrated_`` names.
 
     The counts are valid by construction (cumulative sums of observed or
@@ -619,7 +620,8 @@ def _jackknife(
     )
     weights = np.concatenate((pos_desc[held_pos], neg_desc[held_neg]))
     return {
-        name: (values, weights) for name, values in _areas(names, rows_tps, rows_fps, prior).items()
+        name: (values, weights)
+        for name, values in row_areas(names, rows_tps, rows_fps, prior).items()
     }
 
 
@@ -787,9 +789,9 @@ def _bca_bootstrap(
         size = min(chunk, b - start)
         tps = _resample(pos_desc, size, method, gen)
         fps = _resample(neg_desc, size, method, gen)
-        for name, values in _areas(names, tps, fps, prior).items():
+        for name, values in row_areas(names, tps, fps, prior).items():
             samples[name].append(values)
-    points = _areas(names, np.cumsum(pos_desc)[None, :], np.cumsum(neg_desc)[None, :], prior)
+    points = row_areas(names, np.cumsum(pos_desc)[None, :], np.cumsum(neg_desc)[None, :], prior)
     jacks = _jackknife(names, pos_desc, neg_desc, prior)
     return {
         name: _bca_interval(np.concatenate(samples[name]), float(points[name][0]), jacks[name], lvl)

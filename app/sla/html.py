@@ -314,14 +314,26 @@ def _window_table(report: Mapping[str, Any]) -> str:
         rows.append(
             f"<tr><td>{escape(readable_instant(w_start(w)))}</td><td>{w.get('n', '')}</td>"
             f"<td>{_number(w.get('prior'), 4)}</td>"
+            f"<td>{_completeness(w.get('completeness'))}</td>"
             f'<td class="status" style="color:{colour}">{escape(str(w["status"]))}</td>'
             + "".join(cells)
             + "</tr>"
         )
     return (
         '<div class="wide"><table><thead><tr><th>window start</th><th>n</th><th>prior</th>'
-        f"<th>status</th>{head}</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>"
+        f"<th>labelled</th><th>status</th>{head}</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></div>"
     )
+
+
+def _completeness(value: Any) -> str:
+    """A window's completeness as a percentage ("" for a window without unlabelled rows).
+
+    >>> _completeness(0.4567), _completeness(None)
+    ('46%', '')
+    """
+    return "" if value is None else f"{100.0 * float(value):.0f}%"
 
 
 def _rule(report: Mapping[str, Any]) -> str:

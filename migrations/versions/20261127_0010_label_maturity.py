@@ -1,15 +1,15 @@
-"""Label maturity: the model settings ``label_missingness`` and ``label_horizon``, and the
-stored ``maturity`` document of a window.
+"""Label maturity: the model settings ``label_missingness`` and ``label_horizon``,
+and the completed window of a partially labelled window (``window_metrics.maturity``).
 
 Revision ID: 0010
 Revises: 0009
 Create Date: 2026-11-27
 
-``label_missingness`` (``class``, ``score`` or ``none``) says how labels
-arrive; every existing model gets ``none`` (no completion, as before).
-``label_horizon`` (a duration such as "90d", nullable) is when a window's
-labels are expected complete. ``window_metrics.maturity`` holds the
-completed metrics of a partially labelled window (null otherwise).
+Every existing model gets ``label_missingness`` "none": its windows are read as
+before (the labelled rows are the window) until its owner chooses "class" or
+"score"; new models default to "class" (app/services/models/settings.py).
+``label_horizon`` is null (not set). ``window_metrics.maturity`` is null until
+the worker computes a window again (docs/maturity.md).
 """
 
 from __future__ import annotations

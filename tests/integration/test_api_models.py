@@ -131,6 +131,9 @@ def test_patch_sla_and_drift_and_refuse_nulls(api: Any) -> None:
             "sla.0.op",
         ),
         ({"name": "m", "pi0": 0.1, "n_bins": 1}, "n_bins"),
+        ({"name": "m", "pi0": 0.1, "label_missingness": "random"}, "label_missingness"),
+        ({"name": "m", "pi0": 0.1, "label_horizon": "90"}, "label_horizon"),
+        ({"name": "m", "pi0": 0.1, "label_horizon": "401d"}, "label_horizon"),
         ({"name": "m", "pi0": 0.1, "colour": "red"}, "colour"),
     ],
 )
@@ -144,6 +147,28 @@ def test_invalid_models_are_refused_with_the_field(
     assert problem["status"] == 422 and problem["type"].endswith("invalid-input")
     assert any(e["field"].startswith(field) for e in problem["errors"]), problem
     assert client.get("/v1/models", headers=admin_headers).json() == {"models": [], "next": None}
+
+
+def test_label_settings_default_change_and_refuse(api: Any) -> None:
+    created = api.create_model("m")
+    assert (created["label_missingness"], created["label_horizon"]) == ("class", None)
+    r = api.client.patch(
+        "/v1/models/m",
+        json={"label_missingness": "score", "label_horizon": "90d"},
+        headers=api.admin,
+    )
+    assert r.status_code == 200, r.text
+    assert (r.json()["label_missingness"], r.json()["label_horizon"]) == ("score", "90d")
+    for field, value in [
+        ("label_missingness", "mnar"),
+        ("label_missingness", None),
+        ("label_horizon", "60w"),
+    ]:
+        r = api.client.patch("/v1/models/m", json={field: value}, headers=api.admin)
+        assert r.status_code == 422, (field, r.text)
+        assert r.json()["errors"][0]["field"] == field
+    r = api.client.patch("/v1/models/m", json={"label_horizon": None}, headers=api.admin)
+    assert (r.json()["label_missingness"], r.json()["label_horizon"]) == ("score", None)
 
 
 def test_sla_metric_names_are_those_of_evaluate(api: Any) -> None:
@@ -369,3 +394,21 @@ def test_cli_models_list_follows_the_cursor(api: Any, monkeypatch: pytest.Monkey
     assert result.exit_code == 0, result.output
     assert [m["name"] for m in json.loads(result.stdout)] == ["a", "b", "c", "d", "e"]
     assert len(calls) == 3 and all(c["limit"] == "2" for c in calls)
+
+
+def test_cli_sets_the_label_settings(api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def request(method: str, url: str, *, timeout: Any, **kwargs: Any) -> Any:
+        return api.client.request(method, url.removeprefix("http://svc"), **kwargs)
+
+    monkeypatch.setattr("app.cli.service.httpx.request", request)
+    env = {"PRIORWATCH_ADMIN_TOKEN": api.admin["Authorization"].removeprefix("Bearer ")}
+    common = ["--url", "http://svc"]
+    create = ["models", "create", "m", "--pi0", "0.1", "--label-missingness", "none", *common]
+    result = CliRunner().invoke(cli, create, env=env)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["label_missingness"] == "none"
+    update = ["models", "update", "m", "--label-missingness", "class", "--label-horizon", "30d"]
+    result = CliRunner().invoke(cli, [*update, *common], env=env)
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.stdout)
+    assert (shown["label_missingness"], shown["label_horizon"]) == ("class", "30d")

@@ -10,14 +10,18 @@ import pytest
 
 from app.errors import InvalidInput
 from app.services.models.config import ModelConfig
-from app.services.models.retention import check_retention, parse_retention
-from app.services.refresh.retention import Expired, expired_windows
+from app.services.models.retention import check_label_horizon, check_retention, parse_retention
+from app.services.refresh.retention import Expired, expired_windows, kept_for
 
 NOW = datetime(2026, 6, 10, 12, 30, tzinfo=UTC)
 HOUR = timedelta(hours=1)
 
 
-def _model(retention: str | None, reference: dict[str, Any] | None = None) -> ModelConfig:
+def _model(
+    retention: str | None,
+    reference: dict[str, Any] | None = None,
+    label_horizon: str | None = None,
+) -> ModelConfig:
     return ModelConfig(
         id=1,
         name="m",
@@ -30,6 +34,7 @@ def _model(retention: str | None, reference: dict[str, Any] | None = None) -> Mo
         drift={"reference": reference},
         bin_edges=np.linspace(0.0, 1.0, 3),
         retention=retention,
+        label_horizon=label_horizon,
     )
 
 
@@ -75,3 +80,34 @@ def test_a_fixed_reference_period_is_kept() -> None:
 def test_trailing_windows_of_the_oldest_kept_window_are_kept() -> None:
     expired = expired_windows(_model("3h", {"trailing_windows": 4}), NOW)
     assert expired == Expired(datetime(2026, 6, 10, 9, tzinfo=UTC) - 4 * HOUR, None)
+
+
+@pytest.mark.parametrize(
+    ("retention", "horizon", "kept"),
+    [
+        ("30d", None, timedelta(days=30)),
+        ("30d", "90d", timedelta(days=90)),  # labels still arrive: the window stays
+        ("52w", "90d", timedelta(weeks=52)),
+        (None, "90d", None),  # no retention: every window is kept anyway
+    ],
+)
+def test_windows_are_kept_until_their_labels_are_in(
+    retention: str | None, horizon: str | None, kept: timedelta | None
+) -> None:
+    assert kept_for(_model(retention, label_horizon=horizon)) == kept
+
+
+def test_a_window_younger_than_the_label_horizon_is_not_deleted() -> None:
+    expired = expired_windows(_model("1d", label_horizon="90d"), NOW)
+    assert expired is not None
+    assert expired.before == datetime(2026, 3, 12, 12, tzinfo=UTC)  # NOW - 90 d, its hour
+
+
+def test_label_horizon_is_capped() -> None:
+    assert check_label_horizon("400d") == "400d"
+    with pytest.raises(InvalidInput, match="cap of 400 days") as caught:
+        check_label_horizon("401d")
+    assert caught.value.field == "label_horizon"
+    with pytest.raises(InvalidInput) as caught:
+        check_label_horizon("90")
+    assert caught.value.field == "label_horizon"

@@ -32,7 +32,7 @@ from app.metrics.labeling import LABELING_METRICS
 from app.metrics.probability import LOG_LOSS_EPS, ProbabilitySums
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import WindowResult, compute_window_result
-from app.services.windows.estimate import ERROR_REASON_KEY
+from app.services.windows.estimate import ERROR_REASON_KEY, MATURE
 from app.services.windows.sums import WindowSums
 
 THRESHOLDS = (0.5, 0.3)
@@ -243,7 +243,10 @@ def check_result(result: WindowResult, window: WindowSums) -> None:
         prior = result.estimate["prior"]["value"]
         assert prior is None or 0.0 <= prior <= 1.0
         withheld = ERROR_REASON_KEY in result.reasons
-        assert withheld == (window.n > window.n_unlabelled)
+        more = window.n > window.n_unlabelled
+        mature = window.n >= MATURE * window.n_unlabelled
+        completed = result.maturity is not None
+        assert withheld == (window.n > 0 and (more or not (mature or completed)))
         assert (result.estimate["error"] is None) == (withheld or window.n == 0)
 
 

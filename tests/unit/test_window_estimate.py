@@ -15,7 +15,7 @@ from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.services.models.config import ModelConfig
 from app.services.windows import estimate as window_estimate
-from app.services.windows.compute import compute_window_result
+from app.services.windows.compute import NO_UNLABELLED, compute_window_result
 from app.services.windows.estimate import (
     ERROR_REASON_KEY,
     MORE_LABELLED_REASON,
@@ -75,7 +75,8 @@ def test_a_window_of_unlabelled_rows_only_has_an_estimate_and_no_metrics() -> No
     ref_h = STREAM.window(rng, n=50_000, prior=0.1)
     window_h = STREAM.window(rng, n=5_000, prior=0.03)
     result = compute_window_result(MODEL, _unlabelled(window_h), _labelled(ref_h))
-    assert (result.metrics, result.reasons, result.intervals, result.curves) == ({}, {}, {}, None)
+    assert (result.metrics, result.intervals, result.curves) == ({}, {}, None)
+    assert result.reasons == {"maturity": "assumption-none"}  # MODEL completes no window
     assert result.drift["verdict"] == "none" and result.drift["status"] == "insufficient_data"
     expected = estimate_window(
         MixtureReference.from_histograms(ref_h),
@@ -169,7 +170,7 @@ def test_a_window_with_unlabelled_rows_says_why_it_has_no_estimate(
         assert result.estimate is None
         assert result.reasons["estimate"] == reason
     alone = compute_window_result(model, labelled, None, in_reference_period=in_period)
-    assert "estimate" not in alone.reasons  # no unlabelled row: no estimate expected
+    assert alone.reasons["estimate"] == NO_UNLABELLED  # every null document says why
     if not in_period:
         assert result.drift.get("detail") == reason  # the drift verdict says the same
 
@@ -217,4 +218,5 @@ def test_a_failing_estimate_leaves_the_labelled_result_with_a_reason(
     )
     assert "label-free estimate" in caplog.text
     unlabelled_only = compute_window_result(MODEL, _unlabelled(window_h), _labelled(ref_h))
-    assert unlabelled_only.estimate is None and set(unlabelled_only.reasons) == {"estimate"}
+    assert unlabelled_only.estimate is None
+    assert set(unlabelled_only.reasons) == {"estimate", "maturity"}

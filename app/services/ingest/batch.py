@@ -145,6 +145,24 @@ def batch_delta(batch_id: uuid.UUID, parsed: ParsedBatch) -> Delta:
     )
 
 
+LATE_LABELS = (
+    "is older than the accepted backfill age: labels this old are accepted within the "
+    "model's label_horizon, for a window that holds unlabelled rows (their predictions), "
+    "and this one holds none"
+)
+"""Why a labelled batch past the backfill age is refused (docs/maturity.md)."""
+
+
+def _check_late_labels(session: Session, model: ModelConfig, parsed: ParsedBatch) -> None:
+    """Refuse late labels (:attr:`ParsedBatch.late_labels`) of a window without predictions."""
+    key = ALL_SEGMENTS if parsed.segment is None else parsed.segment
+    try:
+        if not queries.window_holds_unlabelled(session, model.id, key, parsed.window_start):
+            raise InvalidInput("timestamp", LATE_LABELS)
+    finally:
+        session.rollback()  # end the read: the admission below opens its own
+
+
 def _check_room(parsed: ParsedBatch, totals: queries.ExampleTotals) -> None:
     """Refuse a batch that would pass a count ceiling."""
     added = parsed.n + parsed.n_unlabelled  # labelled and unlabelled rows share the ceilings
@@ -258,6 +276,8 @@ def ingest_batch(
         parsed = _parse_or_replay(session, model, body, key, body_hash, settings, now, credential)
         if isinstance(parsed, IngestOutcome):
             return parsed
+        if parsed.late_labels:
+            _check_late_labels(session, model, parsed)
         rows = _rows(model, parsed, key, body_hash.result(), now)
         engine = session.get_bind()
         generation = FOLDED_TOTALS.generation

@@ -24,7 +24,7 @@ here touches the database.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,7 @@ from app.metrics.probability import ProbabilitySums
 from app.services.ingest.json_keys import check_unique_keys, duplicated_key
 from app.services.ingest.sparse import integer_array, parse_score_sums, parse_sparse_counts
 from app.services.models.config import ModelConfig
+from app.services.models.retention import parse_retention
 from app.services.windows.limits import MAX_BATCH_COUNT, check_batch_counts, check_batch_total
 from app.timegrid import EXAMPLE, parse_instant, shown, window_start
 
@@ -74,6 +75,9 @@ class ParsedBatch:
     unlabelled : int64, shape (n_bins,), or None: rows without labels per bin
         (``scores`` without ``labels``, or a histogram's ``unlabelled``).
     n_unlabelled : rows without labels (not counted in ``n``).
+    late_labels : labelled histogram rows older than the backfill age, within the
+        model's ``label_horizon``: accepted only for a window that holds
+        unlabelled rows (app/services/ingest/batch.py checks it).
     """
 
     kind: str
@@ -88,6 +92,7 @@ class ParsedBatch:
     sums: ProbabilitySums | None
     unlabelled: Counts | None = None
     n_unlabelled: int = 0
+    late_labels: bool = False
 
 
 def _has_exactly_two(body: bytes, char: bytes) -> bool:
@@ -182,12 +187,15 @@ def load_json_object(body: bytes) -> dict[str, Any]:
     return doc
 
 
-def parse_timestamp(value: Any, *, now: datetime, settings: Settings) -> datetime:
+def parse_timestamp(
+    value: Any, *, now: datetime, settings: Settings, max_age: timedelta | None = None
+) -> datetime:
     """The event time, within the accepted backfill/skew range.
 
     An ISO 8601 string (a time without an offset is taken as UTC) or a number
     of seconds since the Unix epoch, read by :func:`app.timegrid.
-    parse_instant` like every date of the API.
+    parse_instant` like every date of the API. ``max_age``: the oldest accepted
+    age (default the backfill age; :func:`label_backfill_age` for labels).
     """
     if value is None:
         raise InvalidInput(
@@ -201,12 +209,21 @@ def parse_timestamp(value: Any, *, now: datetime, settings: Settings) -> datetim
             "timestamp",
             f"is more than {settings.future_skew_seconds:g} s in the future",
         )
-    if ts < now - settings.backfill_max_age:
+    oldest = settings.backfill_max_age if max_age is None else max_age
+    if ts < now - oldest:
         raise InvalidInput(
             "timestamp",
-            f"is older than the accepted backfill age of {settings.backfill_max_age_days:g} days",
+            f"is older than the accepted backfill age of {oldest / timedelta(days=1):g} days",
         )
     return ts
+
+
+def label_backfill_age(model: ModelConfig, settings: Settings) -> timedelta:
+    """How old labelled rows of a window holding unlabelled rows may be: the longer of
+    the backfill age and the model's ``label_horizon`` (docs/maturity.md)."""
+    if model.label_horizon is None:
+        return settings.backfill_max_age
+    return max(settings.backfill_max_age, parse_retention(model.label_horizon, "label_horizon"))
 
 
 def scores_labels_arrays(
@@ -329,7 +346,8 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
     unknown = sorted(set(doc) - BATCH_FIELDS)
     if unknown:
         raise InvalidInput(unknown[0], "unknown field")
-    event_at = parse_timestamp(doc.get("timestamp"), now=now, settings=settings)
+    oldest = label_backfill_age(model, settings)
+    event_at = parse_timestamp(doc.get("timestamp"), now=now, settings=settings, max_age=oldest)
     segment = doc.get("segment")
     if segment is not None and (not isinstance(segment, str) or segment not in model.segments):
         registered = ", ".join(sorted(model.segments)) or "none"
@@ -395,6 +413,9 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
         cm = _parse_confusion_matrix(doc["confusion_matrix"])
         confusion = (cm,) + (None,) * (len(model.thresholds) - 1)
         n, positives = int(cm.n), int(cm.positives)
+    late = event_at < now - settings.backfill_max_age
+    if late and (pos is None or unlabelled is not None):  # only labelled score rows come late
+        parse_timestamp(doc["timestamp"], now=now, settings=settings)  # refused as usual
     return ParsedBatch(
         kind=kind,
         event_at=event_at,
@@ -408,4 +429,5 @@ def parse_batch(body: bytes, model: ModelConfig, settings: Settings, now: dateti
         sums=sums,
         unlabelled=unlabelled,
         n_unlabelled=0 if unlabelled is None else int(unlabelled.sum()),
+        late_labels=late,
     )

@@ -30,6 +30,8 @@ class ModelConfig:
     bin_edges : float64, shape (n_bins + 1,); bin j is [edges[j], edges[j+1]).
     updated_at : when the settings were last changed (None if not read from a row).
     retention : how long windows are kept after they end ("90d"), or None: forever.
+    label_missingness : how labels arrive, "class", "score" or "none" (docs/maturity.md).
+    label_horizon : how long after a window its labels are expected complete, or None.
     """
 
     id: int
@@ -44,6 +46,8 @@ class ModelConfig:
     bin_edges: npt.NDArray[np.float64]
     updated_at: datetime | None = None
     retention: str | None = None
+    label_missingness: str = "none"
+    label_horizon: str | None = None
 
     @classmethod
     def from_row(cls, model: Model) -> ModelConfig:
@@ -62,6 +66,8 @@ class ModelConfig:
             bin_edges=edges,
             updated_at=model.updated_at,
             retention=model.retention,
+            label_missingness=model.label_missingness,
+            label_horizon=model.label_horizon,
         )
 
     @property

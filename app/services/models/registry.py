@@ -30,7 +30,7 @@ from app.errors import InvalidInput, ModelAlreadyExists, ModelNotFound
 from app.metrics.binning import default_bin_edges
 from app.services.models.auth_cache import AUTH_CACHE
 from app.services.models.metric_names import check_metric_name
-from app.services.models.retention import check_retention
+from app.services.models.retention import check_label_horizon, check_retention
 from app.services.models.settings import ModelCreate, ModelPublic, ModelUpdate, SlaObjective
 from app.sla.objectives import Objective
 
@@ -87,6 +87,8 @@ def create_model(session: Session, data: ModelCreate, now: datetime) -> Model:
         drift=data.drift.to_document(),
         n_bins=int(edges.size - 1),
         retention=check_retention(data.retention, data.window),
+        label_missingness=data.label_missingness,
+        label_horizon=check_label_horizon(data.label_horizon),
         bin_edges=edges,
         created_at=now,
         updated_at=now,
@@ -119,7 +121,9 @@ def _refuse_changes(model: Model, data: ModelUpdate) -> None:
             )
 
 
-RECOMPUTE_ON_CHANGE = frozenset({"pi0", "cost_ratio", "costs", "drift"})
+RECOMPUTE_ON_CHANGE = frozenset(
+    {"pi0", "cost_ratio", "costs", "drift", "label_missingness", "label_horizon"}
+)
 """Settings that stored window results depend on (app/db/queue.py invalidates them)."""
 
 
@@ -160,6 +164,12 @@ def _apply_update(session: Session, model: Model, data: ModelUpdate, now: dateti
         model.drift = data.drift.to_document()
     if "retention" in sent:
         model.retention = check_retention(data.retention, model.window)
+    if "label_missingness" in sent:
+        if data.label_missingness is None:
+            raise InvalidInput("label_missingness", "must be class, score or none")
+        model.label_missingness = data.label_missingness
+    if "label_horizon" in sent:
+        model.label_horizon = check_label_horizon(data.label_horizon)
     model.updated_at = now
     if sent & RECOMPUTE_ON_CHANGE:
         # stored window results depend on these: the worker recomputes them
@@ -237,6 +247,8 @@ def to_public(model: Model) -> ModelPublic:
         drift=dict(model.drift),
         n_bins=model.n_bins,
         retention=model.retention,
+        label_missingness=model.label_missingness,
+        label_horizon=model.label_horizon,
         created_at=model.created_at,
         updated_at=model.updated_at,
     )

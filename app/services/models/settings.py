@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -29,7 +30,7 @@ from app.db.models import ALL_SEGMENTS_LABEL
 from app.drift.settings import DriftSettings
 from app.errors import InvalidInput
 from app.metrics.cost import UnitCosts
-from app.services.models.retention import RETENTION_PATTERN
+from app.services.models.retention import RETENTION_PATTERN, check_label_horizon
 from app.timegrid import parse_instant
 
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,63}$"
@@ -44,6 +45,32 @@ Retention = Annotated[
     Field(
         description="how long windows are kept after they end, in hours, days or weeks "
         "(36h, 90d, 52w; at least one window); null keeps every window",
+        examples=["90d"],
+    ),
+]
+
+LabelMissingness = Literal["class", "score", "none"]
+"""How a model's labels arrive (docs/maturity.md): depending on the class only, on the
+score only, or ``none``: the labelled rows are taken as the window (no completion)."""
+
+
+def _validate_label_horizon(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            check_label_horizon(value)
+        except InvalidInput as exc:  # pydantic names the field itself
+            raise ValueError(exc.reason) from None
+    return value
+
+
+LabelHorizon = Annotated[
+    str,
+    StringConstraints(pattern=RETENTION_PATTERN),
+    AfterValidator(_validate_label_horizon),
+    Field(
+        description="how long after a window its labels are expected complete (hours, days "
+        "or weeks, at most 400d): labelled rows of windows holding unlabelled rows are "
+        "accepted this far back, and windows are kept at least this long",
         examples=["90d"],
     ),
 ]
@@ -230,6 +257,12 @@ class ModelCreate(_Strict):
         "inserted as extra edges (the model's n_bins is the resulting count)",
     )
     retention: Retention | None = None
+    label_missingness: LabelMissingness = Field(
+        default="class",
+        description="how labels arrive: completes partially labelled windows "
+        "(docs/maturity.md); none: the labelled rows are the window",
+    )
+    label_horizon: LabelHorizon | None = None
 
     @field_validator("thresholds")
     @classmethod
@@ -276,6 +309,8 @@ class ModelUpdate(_Strict):
     sla: list[SlaObjective] | None = Field(default=None, max_length=64)
     drift: DriftConfig | None = None
     retention: Retention | None = None
+    label_missingness: LabelMissingness | None = None
+    label_horizon: LabelHorizon | None = None
     # fixed at creation: accepted only when unchanged
     name: str | None = None
     window: str | None = None
@@ -311,6 +346,12 @@ class ModelPublic(BaseModel):
     n_bins: int = Field(description="number of score bins a histogram batch must have")
     retention: str | None = Field(
         description="how long windows are kept after they end; null: every window is kept"
+    )
+    label_missingness: str = Field(
+        description="how labels arrive: class, score or none (docs/maturity.md)"
+    )
+    label_horizon: str | None = Field(
+        description="how long after a window its labels are expected complete; null: not set"
     )
     created_at: datetime
     updated_at: datetime

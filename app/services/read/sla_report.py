@@ -19,6 +19,11 @@ objective is breached, ``met`` when all are met, ``inconclusive`` when some
 is inconclusive, else ``insufficient_data``. The compliance ratio is
 met / (met + breached); inconclusive, insufficient and pending windows are
 counted beside it and enter no ratio.
+
+A partially labelled window is judged on its completed values and intervals
+(the ``maturity`` document, docs/maturity.md), not on its labelled rows,
+which are a biased sample of it; each window says its ``completeness``
+(null when it holds no unlabelled rows).
 """
 
 from __future__ import annotations
@@ -97,6 +102,7 @@ class SlaWindow:
             "n": w.n,
             "prior": w.prior,
             "window_status": w.status,
+            "completeness": completeness(w),
             "status": self.status,
             "objectives": [r.to_dict() for r in self.results],
         }
@@ -178,6 +184,16 @@ class SlaReport:
         }
 
 
+def completeness(window: WindowView) -> float | None:
+    """Labelled rows over scored rows of a window holding unlabelled rows (the
+    completion's, where the window is completed), else None."""
+    if window.maturity is not None:
+        return float(window.maturity["completeness"])
+    if window.n_unlabelled == 0:
+        return None
+    return min(window.n / window.n_unlabelled, 1.0)
+
+
 def window_results(
     objectives: Sequence[Objective], window: WindowView
 ) -> tuple[ObjectiveResult, ...]:
@@ -190,8 +206,12 @@ def window_results(
             for o in objectives
         )
     w, current = window, window.detail_current
+    metrics, intervals, reasons = w.metrics, w.intervals, w.reasons
+    if w.maturity is not None:  # the completed window, not its labelled sample
+        metrics, intervals = w.maturity["metrics"], w.maturity["intervals"]
+        reasons = {**w.reasons, **w.maturity["reasons"]}
     return tuple(
-        evaluate_objective(o, w.metrics, w.intervals, w.reasons, detail_current=current)
+        evaluate_objective(o, metrics, intervals, reasons, detail_current=current)
         for o in objectives
     )
 

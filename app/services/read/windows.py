@@ -139,6 +139,9 @@ class WindowView:
     estimate : dict or None
         The label-free estimate from the unlabelled rows (docs/estimation.md);
         None without unlabelled rows or without a drift reference.
+    maturity : dict or None
+        The completed window of a partially labelled window (docs/maturity.md);
+        None, with ``reasons["maturity"]`` saying why, otherwise.
     detail_version, detail_computed_at : int or None, datetime or None
         The stamp of the detail tier (curves and intervals): the aggregate
         version it was computed from and when. Older than
@@ -165,6 +168,7 @@ class WindowView:
     error: str | None = None
     n_unlabelled: int = 0
     estimate: dict[str, Any] | None = None
+    maturity: dict[str, Any] | None = None
     detail_version: int | None = None
     detail_computed_at: datetime | None = None
 
@@ -223,6 +227,7 @@ class WindowView:
             "merged_windows": self.merged_windows,
             "n_unlabelled": self.n_unlabelled,
             "estimate": self.estimate,
+            "maturity": self.maturity,
             "detail": self.detail(),
         }
         if self.error is not None:
@@ -273,6 +278,7 @@ def _stored_columns(unfolded: Subquery, with_curves: bool) -> list[Any]:
         WM.error,
         (WA.n_unlabelled + func.coalesce(unfolded.c.n_unlabelled, 0)).label("n_unlabelled"),
         WM.estimate,
+        WM.maturity,
         WM.detail_version,
         WM.detail_computed_at,
     ]
@@ -330,6 +336,7 @@ def _stored_view(model: ModelConfig, key: str, row: Any, *, with_curves: bool) -
         error=row.error,
         n_unlabelled=int(row.n_unlabelled),
         estimate=row.estimate if has_result else None,
+        maturity=row.maturity if has_result else None,
         detail_version=None if row.detail_version is None else int(row.detail_version),
         detail_computed_at=row.detail_computed_at,
     )
@@ -417,9 +424,8 @@ def _merged_view(
     for d in queries.unfolded_deltas(session, model.id, key, sources):
         deltas.setdefault(d.window_start, []).append(d)
     try:
-        sums = WindowSums.merge(
-            _with_deltas(r, deltas.get(r.window_start, []), model) for r in rows
-        )
+        parts = [_with_deltas(r, deltas.get(r.window_start, []), model) for r in rows]
+        sums = WindowSums.merge(parts)
         if sums is None or (sums.n <= 0 and sums.n_unlabelled <= 0):
             return None
         end = start + window_length(granularity)
@@ -434,6 +440,7 @@ def _merged_view(
         sums,
         reference,
         in_reference_period=period is not None and period.contains_window,
+        parts=parts,
     )
     return WindowView(
         start=start,
@@ -452,6 +459,7 @@ def _merged_view(
         merged_windows=len(rows),
         n_unlabelled=sums.n_unlabelled,
         estimate=result.estimate,
+        maturity=result.maturity,
         detail_computed_at=now,
     )
 

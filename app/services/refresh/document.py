@@ -5,7 +5,8 @@ its detail stamped with the version and time of the result. A summary
 result keeps the stored detail: the columns :data:`KEPT_BY_SUMMARY` (the
 curves and the detail's stamp) are left as they are in the database, and
 the intervals (all of the detail tier) are carried over from the stored
-document, except those of metrics that are now None.
+document, except those of metrics that are now None; so are the intervals
+of the ``maturity`` document's completed metrics.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ detail tier and its stamp; null where nothing is stored yet)."""
 def window_document(
     result: WindowResult,
     stored_intervals: Mapping[str, Any] | None,
+    stored_maturity: Mapping[str, Any] | None = None,
     *,
     version: int,
     computed_at: datetime,
@@ -37,6 +39,8 @@ def window_document(
     stored_intervals : mapping or None
         The stored document's intervals (read only for a summary result; None:
         nothing stored).
+    stored_maturity : mapping or None
+        The stored ``maturity`` document, whose intervals a summary carries over.
 
     Returns
     -------
@@ -51,15 +55,24 @@ def window_document(
         "intervals": result.intervals,
         "drift": result.drift,
         "estimate": result.estimate,
+        "maturity": result.maturity,
     }
     if result.detail:
         document.update(
             curves=result.curves, detail_version=version, detail_computed_at=computed_at
         )
         return document
-    document["intervals"] = {
-        name: bounds
-        for name, bounds in (stored_intervals or {}).items()
-        if result.metrics.get(name) is not None
-    }
+    document["intervals"] = _still_defined(stored_intervals, result.metrics)
+    if result.maturity is not None and stored_maturity is not None:
+        carried = _still_defined(stored_maturity.get("intervals"), result.maturity["metrics"])
+        document["maturity"] = {**result.maturity, "intervals": carried}
     return document
+
+
+def _still_defined(
+    intervals: Mapping[str, Any] | None, metrics: Mapping[str, float | None]
+) -> dict[str, Any]:
+    """The ``intervals`` of the metrics that still have a value."""
+    return {
+        name: bounds for name, bounds in (intervals or {}).items() if metrics.get(name) is not None
+    }

@@ -315,7 +315,8 @@ def _stored_result(computed: Computed, version: int, now: datetime) -> queue.Sto
         error = {"error": failed if note is None else f"{failed}; {note}"}
         return queue.StoredResult(claim, version, StoredStatus.ERROR, error)
     stored = None if result.detail else claim.stored_intervals
-    document = window_document(result, stored, version=version, computed_at=now)
+    stored_maturity = None if result.detail else claim.stored_maturity
+    document = window_document(result, stored, stored_maturity, version=version, computed_at=now)
     keep = () if result.detail else KEPT_BY_SUMMARY
     return queue.StoredResult(claim, version, StoredStatus.FRESH, document | {"error": note}, keep)
 

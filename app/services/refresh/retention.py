@@ -27,11 +27,15 @@ from app.timegrid import window_start
 def kept_for(model: ModelConfig) -> timedelta | None:
     """How long after its end a window of ``model`` is kept; None: forever.
 
-    The one place where the label horizon plugs in: once models have a
-    ``label_horizon`` (labels still arrive for windows younger than it), return
-    ``max(retention, label_horizon)`` here, and no younger window is deleted.
+    The longer of ``retention`` and ``label_horizon``: labels still arrive for
+    windows younger than the horizon, so none of them is deleted.
     """
-    return None if model.retention is None else parse_retention(model.retention)
+    if model.retention is None:
+        return None
+    kept = parse_retention(model.retention)
+    if model.label_horizon is None:
+        return kept
+    return max(kept, parse_retention(model.label_horizon, "label_horizon"))
 
 
 @dataclass(frozen=True)

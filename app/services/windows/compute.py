@@ -48,6 +48,7 @@ from app.drift.histograms import WindowHistograms
 from app.drift.settings import DriftSettings
 from app.drift.two_sample import coarsen, quantile_bin_starts
 from app.drift.verdict import drift_verdict
+from app.maturity import Completion
 from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.curves import CurveCounts, cumulative_counts_from_histograms, pr_curve, roc_curve
@@ -70,6 +71,14 @@ from app.services.windows.estimate import (
     ERROR_REASON_KEY,
     error_withheld,
     guarded_estimate_document,
+)
+from app.services.windows.maturity import (
+    MATURITY_STREAM,
+    MERGED_INTERVALS,
+    completed_sums,
+    maturity_document,
+    maturity_intervals,
+    window_completion,
 )
 from app.services.windows.sums import Counts, WindowSums, sums_seed
 from app.statuses import DriftStatus, DriftVerdict
@@ -126,7 +135,14 @@ class WindowResult:
         OPS(precision | recall = u) at the window's prior on a 20-point grid.
     estimate : dict or None
         The label-free estimate from the window's unlabelled rows
-        (:func:`app.services.windows.estimate.estimate_document`).
+        (:func:`app.services.windows.estimate.estimate_document`), its ``error``
+        against the completed metrics (``error_against: "completed"``) or, in a
+        window at least 95% labelled, the labelled ones (``"labelled"``).
+    maturity : dict or None
+        The completed window of a partially labelled window
+        (:func:`app.services.windows.maturity.maturity_document`); where it is
+        None, ``reasons["maturity"]`` says why (as ``reasons["estimate"]`` does
+        for a null estimate).
 
     A window with unlabelled rows only has no metrics, intervals or curves,
     and the drift verdict "none" with status "insufficient_data".
@@ -143,6 +159,7 @@ class WindowResult:
     curves: dict[str, Any] | None = field(default=None)
     estimate: dict[str, Any] | None = field(default=None)
     detail: bool = field(default=True)
+    maturity: dict[str, Any] | None = field(default=None)
     """False for the summary tier: ``curves`` is None and ``intervals`` empty."""
 
 
@@ -154,6 +171,7 @@ def compute_window_result(
     in_reference_period: bool = False,
     rng: np.random.Generator | None = None,
     detail: bool = True,
+    parts: Sequence[WindowSums] = (),
 ) -> WindowResult:
     """Compute a window's metrics, intervals, drift verdict and curves from its sums.
 
@@ -177,6 +195,10 @@ def compute_window_result(
     detail : bool
         False: the summary tier alone (:attr:`WindowResult.detail`). The full
         result is that summary plus the detail tier (curves and intervals).
+    parts : sequence of WindowSums
+        A merged window's stored windows (their sum is ``window``): each is
+        completed on its own and the completions summed (docs/maturity.md).
+        Empty for a stored window.
 
     Returns
     -------
@@ -184,29 +206,81 @@ def compute_window_result(
     """
     if window.n <= 0 and window.n_unlabelled <= 0:
         raise ValueError("the window holds no examples")
+    completion = window_completion(model, parts or (window,))
     if window.n <= 0:
         no_labels = {
             "verdict": DriftVerdict.NONE,
             "status": DriftStatus.INSUFFICIENT_DATA,
             "detail": "the window has no labelled rows",
         }
-        reasons: dict[str, str] = {}
+        reasons: dict[str, str] = {"maturity": str(completion)}
         estimate = _estimate(model, window, reference, in_reference_period, None, reasons)
         return WindowResult({}, reasons, {}, no_labels, None, estimate, detail)
     curve = _curve(model, window)
     metrics = _metrics(model, window, curve)
     reasons = _mask_insufficient(metrics, window, model.drift_settings().min_class_count)
-    drift = _drift(model, window, reference, in_reference_period)
-    withheld = error_withheld(window.n, window.n_unlabelled)
-    labelled = None if withheld else metrics
-    estimate = _estimate(model, window, reference, in_reference_period, labelled, reasons)
-    if estimate is not None and withheld is not None:
-        reasons[ERROR_REASON_KEY] = withheld
-    summary = WindowResult(metrics, reasons, {}, drift, None, estimate, detail=False)
+    maturity = None
+    if isinstance(completion, Completion):
+        maturity = maturity_document(model, completion, _undefined_reason)
+        whole = completed_sums(model, window, completion)
+    else:
+        reasons["maturity"] = completion
+        whole = window
+    drift = _drift(model, window, reference, in_reference_period, whole)
+    estimate = _estimate_with_error(
+        model, window, reference, in_reference_period, metrics, maturity, completion, reasons
+    )
+    summary = WindowResult(metrics, reasons, {}, drift, None, estimate, False, maturity)
     if not detail:
         return summary
     curves, intervals = _detail(model, window, curve, metrics, rng)
-    return replace(summary, intervals=intervals, curves=curves, detail=True)
+    if maturity is not None and isinstance(completion, Completion):
+        maturity = _with_intervals(model, window, completion, maturity, rng, merged=len(parts) > 1)
+    return replace(summary, intervals=intervals, curves=curves, detail=True, maturity=maturity)
+
+
+def _with_intervals(
+    model: ModelConfig,
+    window: WindowSums,
+    completion: Completion,
+    maturity: dict[str, Any],
+    rng: np.random.Generator | None,
+    *,
+    merged: bool,
+) -> dict[str, Any]:
+    """The maturity document with the detail tier's intervals of its completed metrics
+    (a bootstrap seeded from the sums); a merged window has its prior's alone."""
+    if merged:
+        prior = {k: maturity["prior"][k] for k in ("lower", "upper", "level")}
+        reasons = {**maturity["reasons"], "intervals": MERGED_INTERVALS}
+        return {**maturity, "intervals": {"prior": prior}, "reasons": reasons}
+    generator = rng or np.random.default_rng([sums_seed(window), MATURITY_STREAM])
+    drawn = maturity_intervals(model, window, completion, maturity["metrics"], generator)
+    return {**maturity, "intervals": drawn}
+
+
+def _estimate_with_error(
+    model: ModelConfig,
+    window: WindowSums,
+    reference: WindowSums | None,
+    in_reference_period: bool,
+    metrics: dict[str, float | None],
+    maturity: dict[str, Any] | None,
+    completion: Completion | str,
+    reasons: dict[str, str],
+) -> dict[str, Any] | None:
+    """The label-free estimate of a window with labelled rows, its ``error`` against the
+    completed metrics, or the labelled ones of a mature window, else null with why."""
+    not_completed = None if maturity is not None else str(completion)
+    withheld = error_withheld(window.n, window.n_unlabelled, not_completed)
+    against = "labelled" if maturity is None else "completed"
+    compared = None if withheld else metrics if maturity is None else maturity["metrics"]
+    estimate = _estimate(model, window, reference, in_reference_period, compared, reasons)
+    if estimate is not None and withheld is not None:
+        reasons[ERROR_REASON_KEY] = withheld
+    elif estimate is not None:
+        estimate["error_against"] = against
+    return estimate
 
 
 def _estimate(
@@ -226,9 +300,15 @@ def _estimate(
         labelled,
         no_reference=_reference_gap(model, reference, in_reference_period),
     )
+    if why is None and estimate is None:
+        why = NO_UNLABELLED
     if why is not None:
         reasons["estimate"] = why
     return estimate
+
+
+NO_UNLABELLED = "the window holds no unlabelled rows: nothing to estimate"
+"""``reasons["estimate"]`` of a window of labelled rows only."""
 
 
 def _reference_gap(
@@ -510,7 +590,12 @@ def _drift(
     window: WindowSums,
     reference: WindowSums | None,
     in_reference_period: bool,
+    whole: WindowSums,
 ) -> dict[str, Any]:
+    """The drift verdict. ``whole`` is the window completed (:func:`completed_sums`) or
+    ``window`` itself: the prior test reads its prior; the likelihood test reads the
+    labelled rows under ``class`` (they hold the class-conditional distributions), the
+    completed histograms under ``score`` (docs/drift.md)."""
     gap = _reference_gap(model, reference, in_reference_period)
     if not model.drift.get("reference"):
         return {"verdict": DriftVerdict.NONE, "status": DriftStatus.NO_REFERENCE, "detail": gap}
@@ -520,13 +605,19 @@ def _drift(
     if reference is None:
         status = DriftStatus.INSUFFICIENT_DATA
         return {"verdict": DriftVerdict.NONE, "status": status, "detail": gap}
-    ref_counts, win_counts = _histograms(reference), _histograms(window)
+    likely = whole if model.label_missingness == "score" else window
+    ref_counts, win_counts, whole_counts = (
+        _histograms(reference),
+        _histograms(likely),
+        _histograms(whole),
+    )
     full = window.has_full_histograms and reference.has_full_histograms
-    if full and ref_counts is not None and win_counts is not None:
+    if full and ref_counts is not None and win_counts is not None and whole_counts is not None:
         ref_h = WindowHistograms.of_counts(*ref_counts, model.bin_edges)
         win_h = WindowHistograms.of_counts(*win_counts, model.bin_edges)
+        whole_h = WindowHistograms.of_counts(*whole_counts, model.bin_edges)
         return drift_verdict(
-            ref_h, win_h, threshold=model.primary_threshold, settings=settings
+            ref_h, win_h, threshold=model.primary_threshold, settings=settings, whole=whole_h
         ).to_dict()
     return _drift_at_threshold(model, window, reference, settings)
 

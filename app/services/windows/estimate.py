@@ -153,20 +153,41 @@ MORE_LABELLED_REASON = (
 """Reason of a null ``error`` in a window with more labelled than unlabelled rows."""
 
 
-def error_withheld(n_labelled: int, n_unlabelled: int) -> str | None:
+MATURE = 0.95
+"""Completeness (labelled rows / scored rows) from which the labelled rows are taken
+as the window when the window is not completed (docs/maturity.md)."""
+
+IMMATURE_REASON = (
+    "fewer than 95% of the scored rows are labelled and the window is not completed "
+    "({why}): its labelled rows are a biased sample of it, so the estimate is not "
+    "compared with them"
+)
+"""Reason of a null ``error`` in a window neither mature nor completed."""
+
+
+def error_withheld(n_labelled: int, n_unlabelled: int, not_completed: str | None) -> str | None:
     """Why the estimate's ``error`` is not computed for a window holding both, or None.
 
     ``error`` means something only where the labelled rows are the labels of
-    the scored (unlabelled) rows. Until windows track which labels belong to
-    which scores (label maturity), more labelled rows than unlabelled ones
-    proves that some do not: the error is then null with this reason.
+    the scored (unlabelled) rows: more labelled rows than unlabelled ones
+    proves that some are not. A completed window (``not_completed`` None) is
+    compared with its completed metrics; a window that is not (``not_completed``:
+    why) with its labelled ones, and only when at least :data:`MATURE` of its
+    scored rows are labelled: fewer are a sample biased by the order in which
+    labels arrive.
 
-    >>> error_withheld(5_000, 1_000) == MORE_LABELLED_REASON
+    >>> error_withheld(5_000, 1_000, None) == MORE_LABELLED_REASON
     True
-    >>> error_withheld(1_000, 1_000) is None
-    True
+    >>> error_withheld(500, 1_000, None) is None, error_withheld(960, 1_000, "no-labels") is None
+    (True, True)
+    >>> error_withheld(500, 1_000, "assumption-none")[:30]
+    'fewer than 95% of the scored r'
     """
-    return MORE_LABELLED_REASON if n_labelled > n_unlabelled else None
+    if n_labelled > n_unlabelled:
+        return MORE_LABELLED_REASON
+    if not_completed is not None and n_labelled < MATURE * n_unlabelled:
+        return IMMATURE_REASON.format(why=not_completed)
+    return None
 
 
 def estimate_error(

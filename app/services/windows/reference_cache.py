@@ -1,7 +1,9 @@
 """The worker's cache of summed drift references, keyed by the versions of their windows.
 
 A window's drift reference is the sum of the reference period's windows of
-the same segment (:func:`app.services.windows.reference.reference_period`).
+the same segment (:func:`app.services.windows.reference.reference_period`),
+each completed first where it is partially labelled
+(:func:`app.services.windows.maturity.reference_window`).
 It changes only when one of those windows gets a batch (its version moves),
 so the versions identify the sum exactly and a worker reads and sums a
 reference's rows only when it changed. See :class:`ReferenceCache`.
@@ -24,7 +26,9 @@ from sqlalchemy.orm import Session
 
 from app.db.models import WindowAggregate
 from app.db.session import BINARY_RESULTS
+from app.maturity import ASSUMPTIONS
 from app.services.models.config import ModelConfig
+from app.services.windows.maturity import reference_window
 from app.services.windows.sums import AggregateRow, WindowSums
 
 REFERENCE_CACHE_MB = 256.0
@@ -80,7 +84,7 @@ class ReferenceCache:
             found[p].append((row.window_start, int(row.version)))
         self._versions = {p: tuple(v) for p, v in found.items()}
         missing = _within(
-            [p for p in wanted if _key(p, self._versions[p]) not in self._entries],
+            [p for p in wanted if not self._cached(_key(p, self._versions[p]))],
             self._versions,
         )
         loaded: dict[Period, list[Row[Any]]] = {p: [] for p in missing}
@@ -93,6 +97,11 @@ class ReferenceCache:
             self._versions = {}
             self._loaded = {}
 
+    def _cached(self, key: tuple[Any, ...]) -> bool:
+        """A sum of these versions is cached, under any ``label_missingness`` (an entry's
+        key ends with the setting: the windows are completed under it)."""
+        return any((*key, m) in self._entries for m in ASSUMPTIONS)
+
     def get(
         self, session: Session, model: ModelConfig, segment: str, start: datetime, end: datetime
     ) -> WindowSums | None:
@@ -102,7 +111,7 @@ class ReferenceCache:
         if versions is None:
             read = _rows_by_period(session, [period], "versions")
             versions = tuple((row.window_start, int(row.version)) for _, row in read)
-        key = _key(period, versions)
+        key = (*_key(period, versions), model.label_missingness)
         if key in self._entries:
             self._entries.move_to_end(key)
             packed = self._entries[key][0]
@@ -110,7 +119,7 @@ class ReferenceCache:
         rows = self._loaded.pop(period, None)
         if rows is None:
             rows = [row for _, row in _rows_by_period(session, [period], "sums")]
-        total = WindowSums.merge(WindowSums.from_row(row) for row in rows)
+        total = WindowSums.merge(reference_window(model, WindowSums.from_row(row)) for row in rows)
         packed = None if total is None else _Packed.of(total)
         size = entry_bytes(len(versions), packed)
         self._entries[key] = (packed, size)

@@ -1,0 +1,251 @@
+"""A window's ``maturity`` document: the whole window's metrics while its labels trickle in.
+
+A window holding every prediction's score without its label (the unlabelled
+histogram) and the labels of some of them (the labelled histograms) is
+completed under the model's ``label_missingness`` by :mod:`app.maturity`
+(docs/maturity.md). This module decides which windows are completed, and why
+the others are not (the window's ``reasons["maturity"]``), builds the stored
+document, and completes merged windows: each stored window is completed on
+its own and the completed histograms are summed (completing the summed
+histograms would be biased whenever label rates differ between windows).
+
+The completed histograms are fractional; :func:`completed_sums` rounds them
+to whole counts (cumulative rounding: every bin within one row, every
+cumulative count within half a row) where a whole window is needed: the
+drift tests and the drift reference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from app.drift.histograms import FloatArray
+from app.maturity import (
+    CONFUSION_MATRIX_ROWS,
+    NO_LABELS,
+    NO_SCORES,
+    NOT_COMPLETABLE,
+    CompletedPrior,
+    Completion,
+    CompletionFit,
+    NoCompletion,
+    bins_of_thresholds,
+    complete,
+    completed_metrics,
+    completion_intervals,
+)
+from app.metrics.curves import cumulative_counts_from_histograms
+from app.services.models.config import ModelConfig
+from app.services.windows.sums import Counts, WindowSums
+
+ASSUMPTION_NONE = "assumption-none"
+"""``reasons["maturity"]`` under ``label_missingness: none`` (no completion)."""
+NOT_COMPLETABLE_REASON = "not-completable"
+"""Reason of the completed Brier score and log loss (pooled over both classes)."""
+MERGED_INTERVALS = "merged window: the completed metrics' intervals are those of its stored windows"
+"""Reason of a merged window's null completed-metric intervals."""
+MATURITY_STREAM = 2
+"""Appended to the sums' seed for the generator of the completion's bootstrap."""
+INTERVAL_LEVEL = 0.95
+
+
+def window_completion(model: ModelConfig, parts: Sequence[WindowSums]) -> Completion | str:
+    """The completion of a window made of the stored windows ``parts`` (one for a
+    stored window), or why it has none (a reason code of :mod:`app.maturity`)."""
+    if model.label_missingness == "none":
+        return ASSUMPTION_NONE
+    if all(part.n_unlabelled == 0 for part in parts):
+        return NO_SCORES
+    done: list[Completion] = []
+    for part in parts:
+        one = _complete_one(model, part)
+        if isinstance(one, Completion):
+            done.append(one)
+        elif one == NO_SCORES and part.has_full_histograms:  # labelled rows only
+            assert part.hist_positives is not None and part.hist_negatives is not None
+            done.append(_labelled(part.hist_positives, part.hist_negatives, model))
+        elif one == NO_SCORES:
+            return CONFUSION_MATRIX_ROWS
+        else:
+            return one
+    return done[0] if len(done) == 1 else _summed(done, model.drift_settings().alpha)
+
+
+def _complete_one(model: ModelConfig, window: WindowSums) -> Completion | str:
+    if window.n_unlabelled == 0:
+        return NO_SCORES
+    if window.n == 0:
+        return NO_LABELS
+    if not window.has_full_histograms:
+        return CONFUSION_MATRIX_ROWS
+    assert window.hist_positives is not None and window.hist_negatives is not None
+    out = complete(
+        window.unlabelled,
+        window.hist_positives,
+        window.hist_negatives,
+        assumption="score" if model.label_missingness == "score" else "class",
+        threshold_bins=bins_of_thresholds(model.bin_edges, model.thresholds),
+        alpha=model.drift_settings().alpha,
+    )
+    return out.reason if isinstance(out, NoCompletion) else out
+
+
+def _labelled(positives: Counts, negatives: Counts, model: ModelConfig) -> Completion:
+    h1, h0 = positives.astype(np.float64), negatives.astype(np.float64)
+    n = float(h1.sum() + h0.sum())
+    prior = float(h1.sum()) / n
+    return Completion(
+        labelled=n,
+        scored=0.0,
+        completeness=1.0,
+        assumption=model.label_missingness,
+        prior=CompletedPrior(prior, prior, prior, INTERVAL_LEVEL),
+        positives=h1,
+        negatives=h0,
+        fit=None,
+    )
+
+
+def _summed(parts: Sequence[Completion], alpha: float) -> Completion:
+    """The sum of completed windows. The prior's interval adds the parts' half-widths
+    (in rows) in quadrature; the fit test is the smallest p-value times the number of
+    tests (Bonferroni), so a merged window is reliable when no part clearly fails."""
+    h1 = np.sum([c.positives for c in parts], axis=0)
+    h0 = np.sum([c.negatives for c in parts], axis=0)
+    whole = float(h1.sum() + h0.sum())
+    labelled = sum(c.labelled for c in parts)
+    value = float(h1.sum()) / whole
+    rows = [
+        (c.prior.upper - c.prior.lower) / 2.0 * float(c.positives.sum() + c.negatives.sum())
+        for c in parts
+    ]
+    half = math.sqrt(sum(r * r for r in rows)) / whole
+    tests = [c.fit.p_value for c in parts if c.fit is not None]
+    p_value = min(1.0, min(tests) * len(tests)) if tests else None
+    return Completion(
+        labelled=labelled,
+        scored=sum(c.scored for c in parts),
+        completeness=labelled / whole,
+        assumption=parts[0].assumption,
+        prior=CompletedPrior(value, max(value - half, 0.0), min(value + half, 1.0), INTERVAL_LEVEL),
+        positives=h1,
+        negatives=h0,
+        fit=None if p_value is None else CompletionFit(p_value, p_value >= alpha),
+    )
+
+
+def maturity_document(
+    model: ModelConfig, completion: Completion, undefined_reason: Callable[[str], str]
+) -> dict[str, Any]:
+    """The summary tier's ``maturity`` document (its ``intervals`` empty: the detail's).
+
+    ``{"labelled", "scored", "completeness", "assumption", "prior": {"value", "lower",
+    "upper", "level"}, "metrics", "reasons", "intervals", "fit"}``; ``reasons`` says why
+    each null completed metric is null (``undefined_reason`` of the labelled ones, and
+    :data:`NOT_COMPLETABLE_REASON`).
+    """
+    metrics = completed_metrics(
+        completion,
+        edges=model.bin_edges,
+        thresholds=model.thresholds,
+        pi0=model.pi0,
+        cost_ratio=model.cost_ratio,
+    )
+    reasons = {
+        name: NOT_COMPLETABLE_REASON if name in NOT_COMPLETABLE else undefined_reason(name)
+        for name, value in metrics.items()
+        if value is None
+    }
+    return {
+        "labelled": completion.labelled,
+        "scored": completion.scored,
+        "completeness": completion.completeness,
+        "assumption": completion.assumption,
+        "prior": completion.prior.to_dict(),
+        "metrics": metrics,
+        "reasons": reasons,
+        "intervals": {},
+        "fit": None if completion.fit is None else completion.fit.to_dict(),
+    }
+
+
+def maturity_intervals(
+    model: ModelConfig,
+    window: WindowSums,
+    completion: Completion,
+    metrics: dict[str, float | None],
+    rng: np.random.Generator,
+) -> dict[str, dict[str, Any]]:
+    """The detail tier's intervals of the completed metrics that have a value
+    (:func:`app.maturity.completion_intervals`), ``{"lower", "upper", "level"}``;
+    null bounds with a reason where the bootstrap leaves one undefined."""
+    assert window.hist_positives is not None and window.hist_negatives is not None
+    drawn = completion_intervals(
+        window.unlabelled,
+        window.hist_positives,
+        window.hist_negatives,
+        completion,
+        edges=model.bin_edges,
+        thresholds=model.thresholds,
+        pi0=model.pi0,
+        cost_ratio=model.cost_ratio,
+        rng=rng,
+        level=INTERVAL_LEVEL,
+    )
+    out: dict[str, dict[str, Any]] = {}
+    for name, value in metrics.items():
+        if value is None or name not in drawn:
+            continue
+        bounds = drawn[name]
+        out[name] = (
+            {"lower": None, "upper": None, "level": INTERVAL_LEVEL, "reason": UNDEFINED_DRAWS}
+            if bounds is None
+            else {"lower": bounds[0], "upper": bounds[1], "level": INTERVAL_LEVEL}
+        )
+    return out
+
+
+UNDEFINED_DRAWS = "the metric is undefined in too many of the bootstrap's draws"
+"""Reason of a null completed-metric interval."""
+
+
+def whole_counts(values: FloatArray) -> Counts:
+    """Fractional per-bin counts rounded to whole ones by cumulative rounding.
+
+    >>> whole_counts(np.array([0.4, 0.4, 0.4, 1.8])).tolist()
+    [0, 1, 0, 2]
+    """
+    cumulative = np.rint(np.cumsum(values)).astype(np.int64)
+    return np.diff(cumulative, prepend=0)
+
+
+def completed_sums(model: ModelConfig, window: WindowSums, completion: Completion) -> WindowSums:
+    """``window`` with its labelled histograms replaced by the completed ones, rounded
+    to whole counts (no unlabelled rows left): the whole window the drift tests read."""
+    h1, h0 = whole_counts(completion.positives), whole_counts(completion.negatives)
+    curve = cumulative_counts_from_histograms(h1, h0, model.bin_edges)
+    positives, n = int(h1.sum()), int(h1.sum() + h0.sum())
+    return replace(
+        window,
+        n=n,
+        positives=positives,
+        hist_positives=h1,
+        hist_negatives=h0,
+        confusion=tuple(curve.confusion_at(t) for t in model.thresholds),
+        sums=None,
+        unlabelled=None,
+    )
+
+
+def reference_window(model: ModelConfig, window: WindowSums) -> WindowSums:
+    """A window as a drift reference sums it: completed (:func:`completed_sums`) where
+    it is partially labelled and can be completed, else as it is."""
+    completion = window_completion(model, (window,))
+    if not isinstance(completion, Completion) or completion.scored == 0.0:
+        return window
+    return completed_sums(model, window, completion)
