@@ -24,7 +24,7 @@ its windows (``label_missingness`` ``class``) and expects its labels within
 a day (``label_horizon`` ``1d``): both windows are overdue and
 PriorwatchLabelsOverdue fires (warning) for segment ``all``. The label
 settings and the windows' ``maturity`` documents are written into the
-database as the settings API and the worker store them.
+database directly (the document's shape, whichever worker release runs).
 
 Skipped when the ``prometheus`` binary is not installed, except under
 PRIORWATCH_REQUIRE_POSTGRES=1 (CI: .ci/run installs Debian's package).
@@ -169,8 +169,8 @@ def _feed(http: httpx.Client, processes: Processes) -> UserPath:
 
 
 def _store_label_maturity(database: Path) -> None:
-    """The model's label settings, and a ``maturity`` document in every window holding
-    both kinds of rows, written as the settings API and the worker store them."""
+    """The model's label settings, and a ``maturity`` document (the shape the worker
+    stores) in every window holding both kinds of rows."""
     engine = sa.create_engine(f"sqlite:///{database}")
     try:
         with sa.orm.Session(engine) as session, session.begin():

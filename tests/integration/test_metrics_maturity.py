@@ -6,8 +6,8 @@ known so far, with the prediction's own timestamp (the delayed-label
 protocol). The completeness curve and the overdue count must match the rows
 posted (counted here, independently of the service), and the latest window
 holding both kinds of rows must expose the stored ``maturity`` document as it
-is. The model's label settings and the maturity documents are written in
-SQL here, as the settings API and the worker store them.
+is. The model's label settings and the latest window's maturity document
+are written in SQL here (fixed values the scrape must show as they are).
 """
 
 from __future__ import annotations

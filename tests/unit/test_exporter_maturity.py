@@ -127,7 +127,8 @@ def test_overdue_counts_every_segment_of_models_with_a_horizon() -> None:
 
 def test_the_horizon_cutoff_keeps_windows_that_ended_a_horizon_ago() -> None:
     assert horizon_cutoff(_model(label_horizon=None), NOW) is None
-    # windows starting before 08:00 two days ago ended by then, at most 2 days ago
+    # at 10:30, the windows starting before 10:00 two days ago ended by 10:00 then, at
+    # least 2 days ago; the one starting at 10:00 ends at 11:00, less than 2 days ago
     cutoff = horizon_cutoff(_model(), NOW)
     assert cutoff == datetime(2026, 11, 25, 10, tzinfo=UTC)
     assert horizon_cutoff(_model(window="1d", label_horizon="90d"), NOW) == datetime(
