@@ -25,6 +25,7 @@ tests/unit/client/test_parity.py.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -88,6 +89,24 @@ def window_start(event_at: datetime, window: str) -> datetime:
 def window_end(start: datetime, window: str) -> datetime:
     """End (exclusive) of the window that starts at ``start``."""
     return start + window_length(window)
+
+
+DURATION_PATTERN = r"^[1-9][0-9]{0,4}[hdw]$"
+"""A duration setting (a model's ``retention``, ``label_horizon``): a positive whole
+number of hours, days or weeks ("36h", "90d", "52w")."""
+
+_DURATION_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
+
+
+def parse_duration(text: str, field: str) -> timedelta:
+    """The duration ``text`` names (:data:`DURATION_PATTERN`); InvalidInput naming ``field``.
+
+    >>> parse_duration("90d", "retention")
+    datetime.timedelta(days=90)
+    """
+    if re.fullmatch(DURATION_PATTERN, text) is None:
+        raise InvalidInput(field, f"{text!r} is not a duration such as 36h, 90d or 52w")
+    return int(text[:-1]) * _DURATION_UNITS[text[-1]]
 
 
 def isoformat_z(moment: datetime) -> str:

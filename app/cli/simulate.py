@@ -12,6 +12,12 @@ Labels usually arrive after the scores, so each hour's scores are first sent
 unlabelled (``client.log_scores``: the label-free estimate of the prior and
 the metrics, checked against the reference's score distributions) and then
 again with their labels (``client.log``); the summary shows both views.
+
+With ``--delayed-labels`` the labels arrive over the following days, the
+frauds' first (app/demo/delivery.py): each stage sends the labels arrived
+since the previous one, with their predictions' timestamps, waits for the
+worker and prints the day's labelled prior (biased: mostly frauds at
+first), its completed prior (the windows' stored ``maturity``) and the truth.
 """
 
 from __future__ import annotations
@@ -36,8 +42,11 @@ from app.timegrid import isoformat_z
 
 if TYPE_CHECKING:
     import numpy as np
+    import numpy.typing as npt
 
-    from app.demo.scenario import Scenario
+    from app.demo.delivery import StageLine
+    from app.demo.scenario import Batch, Scenario
+    from priorwatch_client import Client
 
 WINDOW = "1h"
 WINDOW_LENGTH = timedelta(hours=1)
@@ -87,6 +96,59 @@ def wait_fresh(
         time.sleep(POLL_SECONDS)
 
 
+Held = list[tuple["Batch", "npt.NDArray[np.int64]"]]
+"""The day's batches with the day each row's label arrives (``--delayed-labels``)."""
+
+
+def send_traffic(
+    client: Client, scenario: Scenario, rng: np.random.Generator, first: datetime, delayed: bool
+) -> tuple[int, Held]:
+    """Send every prediction without its label, then its label now (or hold it, with its
+    arrival day, when ``delayed``); the rows sent and the held batches."""
+    from app.demo.delivery import arrival_days
+    from app.demo.scenario import batches
+
+    sent, held = 0, []
+    for batch in batches(scenario, rng, first, WINDOW_LENGTH):
+        client.log_scores(batch.scores, timestamp=batch.timestamp)
+        if delayed:
+            held.append((batch, arrival_days(rng, batch.labels)))
+        else:
+            client.log(batch.scores, batch.labels, timestamp=batch.timestamp)
+        sent += batch.scores.size
+    return sent, held
+
+
+def deliver_stages(
+    url: str,
+    token: str,
+    name: str,
+    held: Held,
+    wait: tuple[dict[str, str | None], int, float],
+    retry_seconds: float,
+) -> list[StageLine]:
+    """Send the held labels stage by stage (app/demo/delivery.py), each with its
+    prediction's timestamp; after each, wait for the worker and read the day."""
+    from app.cli.sending import sending
+    from app.demo.delivery import STAGES, arriving, stage_line, stage_name
+
+    params, expected, timeout = wait
+    reader = Service(url, token)
+    rows = sum(batch.labels.size for batch, _ in held)
+    truth = sum(int(batch.labels.sum()) for batch, _ in held) / rows
+    lines, after = [], None
+    for until in STAGES:
+        with sending(url, token, name, retry_seconds) as client:
+            for batch, days in held:
+                now = arriving(days, after, until)
+                if now.any():  # the prediction's own timestamp, not the label's
+                    client.log(batch.scores[now], batch.labels[now], timestamp=batch.timestamp)
+        windows = wait_fresh(reader, name, params, expected, timeout)
+        lines.append(stage_line(stage_name(until), windows, truth))
+        after = until
+    return lines
+
+
 def simulate_command(
     url: UrlOption = DEFAULT_URL,
     admin_token: AdminTokenOption = None,
@@ -106,6 +168,14 @@ def simulate_command(
         bool,
         typer.Option("--per-window/--phases-only", help="also print one line per window"),
     ] = True,
+    delayed_labels: Annotated[
+        bool,
+        typer.Option(
+            "--delayed-labels",
+            help="send the labels over the following days, the frauds' first, and print "
+            "the labelled, completed and true prior at each stage",
+        ),
+    ] = False,
 ) -> None:
     """Send a simulated day of fraud-like traffic and print what priorwatch makes of it.
 
@@ -115,10 +185,13 @@ def simulate_command(
     a fraud wave where only the fraud rate rises x4, back to normal, then a
     degradation where the frauds' scores move), waits for the worker and
     prints raw and pi0 metrics, the label-free estimate, drift verdicts and
-    SLA status.
+    SLA status. With --delayed-labels the labels follow over simulated days
+    (frauds first) and a table shows what each stage of their delivery gives.
     """
     import numpy as np
 
+    from app.cli.sending import sending
+    from app.demo.delivery import stage_table
     from app.demo.scenario import first_window_start, fraud_scenario
 
     admin = admin_service(url, admin_token)
@@ -128,7 +201,9 @@ def simulate_command(
     first = first_window_start(now, WINDOW_LENGTH, scenario.windows)
     end = first + scenario.windows * WINDOW_LENGTH
     token = _register(admin, name, scenario, first)
-    sent = _send(url, token, name, retry_seconds, scenario, np.random.default_rng(seed), first)
+    rng = np.random.default_rng(seed)
+    with sending(url, token, name, retry_seconds) as client:
+        sent, held = send_traffic(client, scenario, rng, first, delayed_labels)
     typer.echo(
         f"sent {sent:,} predictions over {scenario.windows} hours "
         f"({isoformat_z(first)} to {isoformat_z(end)}); waiting for the worker..."
@@ -136,6 +211,13 @@ def simulate_command(
     reader = Service(url, token)
     params: dict[str, str | None] = {"from": isoformat_z(first), "to": isoformat_z(end)}
     windows = wait_fresh(reader, name, params, scenario.windows, wait)
+    if delayed_labels:
+        expected = (params, scenario.windows, wait)
+        stages = deliver_stages(url, token, name, held, expected, retry_seconds)
+        typer.echo("")
+        typer.echo("the day's labels over the following days (frauds first):")
+        typer.echo(stage_table(stages))
+        windows = wait_fresh(reader, name, params, scenario.windows, wait)
     sla = reader.get_json(f"/v1/models/{name}/sla", params)
     _print_summary(scenario, first, windows, sla, per_window=per_window)
     typer.echo(f"more: priorwatch windows {name} --token {token}")
@@ -148,29 +230,6 @@ def _register(admin: Service, name: str, scenario: Scenario, first: datetime) ->
     token = str(key.json()["token"])
     typer.echo(f"model {name} registered; key {token} (ingest, read)")
     return token
-
-
-def _send(
-    url: str,
-    token: str,
-    name: str,
-    retry_seconds: float,
-    scenario: Scenario,
-    rng: np.random.Generator,
-    first: datetime,
-) -> int:
-    """Send the scenario's hours through the Python client, each hour's scores without
-    labels then with them; returns how many predictions."""
-    from app.cli.sending import sending
-    from app.demo.scenario import batches
-
-    sent = 0
-    with sending(url, token, name, retry_seconds) as client:
-        for batch in batches(scenario, rng, first, WINDOW_LENGTH):
-            client.log_scores(batch.scores, timestamp=batch.timestamp)
-            client.log(batch.scores, batch.labels, timestamp=batch.timestamp)
-            sent += batch.scores.size
-    return sent
 
 
 def _print_summary(

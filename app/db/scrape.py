@@ -104,8 +104,9 @@ def _counts() -> Any:
 
 
 def model_counts(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
-    """Every model (of ``shard``) by name: ``id, name, window, segments, sla`` and its
-    ``batches, rows, unfolded, quarantined`` counts (0 without any; one statement)."""
+    """Every model (of ``shard``) by name: ``id, name, window, segments, sla,
+    label_missingness, label_horizon`` and its ``batches, rows, unfolded, quarantined``
+    counts (0 without any; one statement)."""
     counts = _counts()
     return session.execute(
         select(
@@ -114,6 +115,8 @@ def model_counts(session: Session, shard: tuple[int, int] | None = None) -> Sequ
             Model.window,
             Model.segments,
             Model.sla,
+            Model.label_missingness,
+            Model.label_horizon,
             func.coalesce(counts.c.batches, 0),
             func.coalesce(counts.c.rows, 0),
             func.coalesce(counts.c.unfolded, 0),
@@ -210,8 +213,15 @@ def latest_documents(
         yield from session.execute(statement.execution_options(yield_per=KEYS_PER_QUERY))
 
 
-def _latest_estimate(role: int, condition: ColumnElement[bool]) -> Select[Any]:
-    """The estimate of the latest fresh window per (model, segment) meeting ``condition``."""
+BOTH_KINDS: ColumnElement[bool] = and_(WA.n_unlabelled > 0, WA.n > 0)
+"""A window holding unlabelled (scored) and labelled rows."""
+
+
+def _latest_document(
+    role: int, condition: ColumnElement[bool], document: Any = WM.estimate
+) -> Select[Any]:
+    """(role, model, segment, start, ``document`` as text) of the latest fresh window per
+    (model, segment) meeting ``condition`` (``document``: the stored estimate by default)."""
     joined = and_(
         WA.model_id == WM.model_id, WA.segment == WM.segment, WA.window_start == WM.window_start
     )
@@ -227,7 +237,7 @@ def _latest_estimate(role: int, condition: ColumnElement[bool]) -> Select[Any]:
         .subquery()
     )
     return select(
-        literal(role).label("role"), WM.model_id, WM.segment, WM.window_start, _as_text(WM.estimate)
+        literal(role).label("role"), WM.model_id, WM.segment, WM.window_start, _as_text(document)
     ).join(
         latest,
         and_(
@@ -244,10 +254,16 @@ def latest_estimates(session: Session) -> Sequence[Record]:
     latest with unlabelled and labelled rows (role 1); one statement (UNION ALL)."""
     return session.execute(
         union_all(
-            _latest_estimate(0, WA.n_unlabelled > 0),
-            _latest_estimate(1, and_(WA.n_unlabelled > 0, WA.n > 0)),
+            _latest_document(0, WA.n_unlabelled > 0),
+            _latest_document(1, BOTH_KINDS),
         )
     ).all()
+
+
+def latest_maturity(session: Session) -> Sequence[Record]:
+    """``role`` (0), ``model_id, segment, window_start`` and the stored ``maturity`` document
+    as text of the latest fresh window per (model, segment) holding both kinds of rows."""
+    return session.execute(_latest_document(0, BOTH_KINDS, WM.maturity)).all()
 
 
 def fresh_stamps(session: Session) -> Sequence[Record]:

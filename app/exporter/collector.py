@@ -68,7 +68,8 @@ class WindowResultsCollector(Collector):
         A new session per scrape; it is only read from, then closed.
     parts : sequence of SeriesPart
         Families :meth:`read_text` writes after its own (the streaks of
-        app/exporter/streaks.py, the estimates of app/exporter/estimates.py),
+        app/exporter/streaks.py, the estimates of app/exporter/estimates.py, the label
+        maturity of app/exporter/maturity.py),
         read in the same session with the same models.
     exposition : Exposition
         Which ``metric`` values of the window and estimate families are written

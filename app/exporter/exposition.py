@@ -38,6 +38,7 @@ COMPACT_METRICS: Mapping[str, frozenset[str]] = {
     names.WINDOW_ESTIMATE_LOWER: frozenset({"prior"}),
     names.WINDOW_ESTIMATE_UPPER: frozenset({"prior"}),
     names.ESTIMATE_ERROR: frozenset({"prior", "precision", "f1", "auc_pr"}),
+    names.WINDOW_COMPLETED: frozenset({"prior", "precision", "f1"}),
 }
 """Per family labelled by ``metric`` (the last label), the names the compact exposition
 keeps; the families not listed here are always written whole."""

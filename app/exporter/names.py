@@ -75,6 +75,18 @@ ESTIMATE_RELIABLE = "priorwatch_estimate_reliable"
 ESTIMATE_ERROR = "priorwatch_estimate_error"
 """gauge {model, segment, metric}: estimated minus labelled value, from the latest fresh
 window that holds both unlabelled and labelled rows."""
+WINDOW_LABEL_COMPLETENESS = "priorwatch_window_label_completeness"
+"""gauge {model, segment}: labelled over scored rows of the latest fresh window holding
+both kinds of rows (its stored ``maturity.completeness``)."""
+WINDOW_COMPLETED = "priorwatch_window_completed"
+"""gauge {model, segment, metric}: completed metric of that window (``metric="prior"``: the
+completed prior; else names as in evaluate)."""
+LABEL_COMPLETENESS = "priorwatch_label_completeness"
+"""gauge {model, segment, age}: labelled over scored rows of the window that ended ``age``
+ago (``1d``, ``7d``, ``30d``): the completeness curve."""
+LABELS_OVERDUE = "priorwatch_labels_overdue_windows"
+"""gauge {model, segment}: windows older than the model's ``label_horizon`` with a
+completeness below 0.95 (models with a horizon only)."""
 DATABASE_UP = "priorwatch_database_up"
 """gauge: 1 if this scrape read the database, 0 if it was unavailable (then no series
 that the database holds is exposed)."""
@@ -108,6 +120,10 @@ EXPOSED_NAMES: tuple[str, ...] = (
     ESTIMATE_P_VALUE,
     ESTIMATE_RELIABLE,
     ESTIMATE_ERROR,
+    WINDOW_LABEL_COMPLETENESS,
+    WINDOW_COMPLETED,
+    LABEL_COMPLETENESS,
+    LABELS_OVERDUE,
     DATABASE_UP,
 )
 """Every ``priorwatch_*`` sample name of the exposition (for rules and dashboards)."""
@@ -264,6 +280,34 @@ ESTIMATE_FAMILIES: tuple[FamilySpec, ...] = (
     ),
 )
 """The families of the label-free estimates (app/exporter/estimates.py)."""
+
+MATURITY_FAMILIES: tuple[FamilySpec, ...] = (
+    FamilySpec(
+        WINDOW_LABEL_COMPLETENESS,
+        "gauge",
+        "Labelled over scored rows, latest fresh window holding both kinds of rows",
+        _WINDOW,
+    ),
+    FamilySpec(
+        WINDOW_COMPLETED,
+        "gauge",
+        "Completed metric (labelled and still unlabelled rows) of that window",
+        (*_WINDOW, "metric"),
+    ),
+    FamilySpec(
+        LABEL_COMPLETENESS,
+        "gauge",
+        "Labelled over scored rows of the window that ended this long ago",
+        (*_WINDOW, "age"),
+    ),
+    FamilySpec(
+        LABELS_OVERDUE,
+        "gauge",
+        "Windows past the model's label horizon with less than 95% of their labels",
+        _WINDOW,
+    ),
+)
+"""The families of label maturity (app/exporter/maturity.py)."""
 
 DATABASE_UP_FAMILY = FamilySpec(
     DATABASE_UP,

@@ -60,6 +60,10 @@ class ModelRow:
     """Batches not folded yet (its unfolded all-traffic deltas)."""
     quarantined: int = 0
     """Deltas of the model (any segment) the worker quarantined."""
+    label_missingness: str = "none"
+    """How the model's labels arrive (``class``, ``score``; ``none``: no completion)."""
+    label_horizon: str | None = None
+    """When a window's labels are expected complete ("90d"), or None."""
 
 
 @dataclass(frozen=True)
@@ -143,8 +147,22 @@ def read_models(session: Session, shard: Shard | None = None) -> tuple[ModelRow,
             rows=int(rows),
             unfolded=int(unfolded),
             quarantined=int(quarantined),
+            label_missingness=missingness,
+            label_horizon=horizon,
         )
-        for model_id, name, window, segments, sla, batches, rows, unfolded, quarantined in result
+        for (
+            model_id,
+            name,
+            window,
+            segments,
+            sla,
+            missingness,
+            horizon,
+            batches,
+            rows,
+            unfolded,
+            quarantined,
+        ) in result
     )
 
 

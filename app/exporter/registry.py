@@ -23,6 +23,7 @@ from app.exporter import names
 from app.exporter.collector import WindowResultsCollector
 from app.exporter.estimates import EstimateCollector
 from app.exporter.exposition import COMPACT, Exposition
+from app.exporter.maturity import MaturityCollector
 from app.exporter.names import DATABASE_UP, DATABASE_UP_FAMILY
 from app.exporter.reads import Shard
 from app.exporter.rejections import RejectionCounter
@@ -46,12 +47,14 @@ class Exporter:
     ----------
     windows : WindowResultsCollector
         Stored window results, queue and ingestion counters (read per scrape);
-        its text (:meth:`render`) includes the streaks and the estimates. It
+        its text (:meth:`render`) includes the streaks, estimates and maturity. It
         serves the unsharded scrape; each shard has its own (:meth:`shard`).
     streaks : StreakCollector
         Consecutive flagged or breached windows (read per scrape).
     estimates : EstimateCollector
         Stored label-free estimates and their errors (read per scrape).
+    maturity : MaturityCollector
+        Label completeness, completed metrics and overdue windows (read per scrape).
     rejections : RejectionCounter
         Rejected batch requests of this process, by reason.
     process : CollectorRegistry
@@ -79,7 +82,8 @@ class Exporter:
         self._shards: OrderedDict[Shard, WindowResultsCollector] = OrderedDict()
         self.streaks = StreakCollector(session_factory)
         self.estimates = EstimateCollector(session_factory)
-        self.windows = self._collector(None, self.streaks, self.estimates)
+        self.maturity = MaturityCollector(session_factory)
+        self.windows = self._collector(None, self.streaks, self.estimates, self.maturity)
         self.rejections = RejectionCounter()
         self.process = CollectorRegistry(auto_describe=False)
         self.process.register(self.rejections)
@@ -95,13 +99,21 @@ class Exporter:
         self.registry.register(self.windows)
         self.registry.register(self.streaks)
         self.registry.register(self.estimates)
+        self.registry.register(self.maturity)
         self.registry.register(self.process)  # a registry is itself a collector
 
     def _collector(
-        self, shard: Shard | None, streaks: StreakCollector, estimates: EstimateCollector
+        self,
+        shard: Shard | None,
+        streaks: StreakCollector,
+        estimates: EstimateCollector,
+        maturity: MaturityCollector,
     ) -> WindowResultsCollector:
         return WindowResultsCollector(
-            self._session_factory, (streaks, estimates), exposition=self._exposition, shard=shard
+            self._session_factory,
+            (streaks, estimates, maturity),
+            exposition=self._exposition,
+            shard=shard,
         )
 
     def shard(self, shard: Shard | None) -> WindowResultsCollector:
@@ -114,6 +126,7 @@ class Exporter:
                 shard,
                 StreakCollector(self._session_factory),
                 EstimateCollector(self._session_factory),
+                MaturityCollector(self._session_factory),
             )
             self._shards[shard] = collector
             while len(self._shards) > MAX_SHARDS:

@@ -54,6 +54,10 @@ EXPOSITION_NAMES: tuple[str, ...] = (
     "priorwatch_estimate_p_value",
     "priorwatch_estimate_reliable",
     "priorwatch_estimate_error",
+    "priorwatch_window_label_completeness",
+    "priorwatch_window_completed",
+    "priorwatch_label_completeness",
+    "priorwatch_labels_overdue_windows",
     "priorwatch_database_up",
 )
 #: Series Prometheus itself writes for every scrape target (rules only).
@@ -186,6 +190,10 @@ def test_rules_read_every_exposed_name_they_should() -> None:
         "priorwatch_estimate_p_value",
         "priorwatch_estimate_reliable",
         "priorwatch_estimate_error",
+        # label maturity (only the overdue windows alert)
+        "priorwatch_window_label_completeness",
+        "priorwatch_window_completed",
+        "priorwatch_label_completeness",
     }
     assert set(EXPOSITION_NAMES) - for_people <= names
 

@@ -290,6 +290,38 @@ def test_simulate_shows_prior_shift_and_degradation(service: str) -> None:
     assert datetime.fromisoformat(reference["to"]) - first == timedelta(hours=8)
 
 
+def test_simulate_with_delayed_labels_prints_each_delivery_stage(service: str) -> None:
+    result = admin(
+        service, "simulate", "--model", "late-demo", "--seed", "11",
+        "--rows-per-window", "4000", "--phases-only", "--delayed-labels",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = [
+        [cell.strip() for cell in row if cell.strip()]
+        for row in _table_rows(result.stdout, "labels delivered")
+    ]
+    assert [r[0] for r in rows] == ["day 1", "day 3", "day 7", "all"]
+    completeness = [float(r[1]) for r in rows]
+    labelled, truth = [float(r[2]) for r in rows], {r[4] for r in rows}
+    assert completeness == sorted(completeness) and completeness[-1] == 1.0
+    assert completeness[0] < 0.3  # about a sixth of the negatives, half the frauds
+    (true_prior,) = truth
+    # frauds are reported first: the labelled prior overstates the truth, less and less,
+    # and equals it once every label is in (the service's counts against the simulation's)
+    assert labelled[0] > 1.5 * float(true_prior)
+    assert labelled == sorted(labelled, reverse=True)
+    assert rows[-1][2] == true_prior
+    # the completed prior (the windows' stored maturity, class assumption: the default)
+    # is close to the truth from the first day on, and equal to it once the labels are in
+    completed = [float(r[3]) for r in rows]
+    for value, biased in zip(completed[:-1], labelled[:-1], strict=True):
+        assert abs(value - float(true_prior)) < abs(biased - float(true_prior)) / 3
+    assert rows[-1][3] == true_prior
+    # the usual tables follow, from the windows once every label arrived
+    phases = [row[0].strip() for row in _table_rows(result.stdout, "phase")]
+    assert phases == [STABLE, WAVE, RETURN, DEGRADATION]
+
+
 def test_ingest_errors_and_progress(service: str, tmp_path: Path) -> None:
     created = admin(service, "models", "create", "cli-errors", "--pi0", "0.1", "--segment", "eu")
     assert created.exit_code == 0, created.output

@@ -18,6 +18,14 @@ substituted as Grafana does, returns data; PriorwatchLikelihoodDrift fires
 (critical) for the likelihood segment; no warning or critical alert fires for
 the prior segment (its info alert does).
 
+Delayed labels: two more all-traffic windows, ended a day ago, hold every
+prediction without its label and a third of the labels. The model completes
+its windows (``label_missingness`` ``class``) and expects its labels within
+a day (``label_horizon`` ``1d``): both windows are overdue and
+PriorwatchLabelsOverdue fires (warning) for segment ``all``. The label
+settings and the windows' ``maturity`` documents are written into the
+database directly (the document's shape, whichever worker release runs).
+
 Skipped when the ``prometheus`` binary is not installed, except under
 PRIORWATCH_REQUIRE_POSTGRES=1 (CI: .ci/run installs Debian's package).
 """
@@ -36,6 +44,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+import sqlalchemy as sa
 import yaml
 from _e2e_support import (
     HTTP_TIMEOUT,
@@ -50,6 +59,8 @@ from _e2e_support import (
     wait_ready,
     wait_until,
 )
+
+from app.db.models import Model, WindowAggregate, WindowMetrics
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMETHEUS_DIR = ROOT / "deploy" / "prometheus"
@@ -67,6 +78,9 @@ STABLE = (0.2, 3.0)  # (prior, separation): recall 0.84 at the threshold 0.5
 SHIFTED = {"prior": (0.02, 3.0), "likelihood": (0.2, 1.5)}  # recall 0.84 / 0.31
 RATE_INTERVAL = "1m"
 """Grafana's $__rate_interval for a 1 s scrape interval (at least 4 scrapes)."""
+LABEL_HORIZON = "1d"
+LATE_WINDOWS = 2
+"""All-traffic windows that ended a day ago with a third of their labels: overdue."""
 ALERT_SECONDS = 60.0
 """Bound of the wait for rules to be evaluated and the alerts to fire."""
 
@@ -134,7 +148,60 @@ def _feed(http: httpx.Client, processes: Processes) -> UserPath:
     assert flags[REFERENCE_WINDOWS:] == [True] * SHIFTED_WINDOWS, flags
     prior_flags = [w["drift"].get("prior", {}).get("flag") for w in fresh["prior"]]
     assert prior_flags[REFERENCE_WINDOWS:] == [True] * SHIFTED_WINDOWS, prior_flags
+    for hours in range(1, LATE_WINDOWS + 1):  # one of them ended 1 day ago, whatever the hour
+        at = now - timedelta(days=1, hours=hours, minutes=-30)
+        scores, labels = simulate(rng, ROWS, *STABLE)
+        unlabelled = {"timestamp": iso(at), "scores": scores.tolist()}
+        sent = user.send(json.dumps(unlabelled).encode(), None)
+        assert sent.status_code == 202, sent.text
+        user.post_batch(at, scores[: ROWS // 3], labels[: ROWS // 3])  # the prediction's time
+
+    def late_windows_fresh() -> bool:
+        since = {"from": iso(now - timedelta(days=2))}
+        windows = user.get("/windows", **since)["windows"]
+        return len(windows) == n_windows + LATE_WINDOWS and all(
+            w["status"] == "fresh" for w in windows
+        )
+
+    wait_until(late_windows_fresh, "the late windows are fresh", ALERT_SECONDS, processes)
+    _store_label_maturity(processes.workdir / "priorwatch.db")
     return user
+
+
+def _store_label_maturity(database: Path) -> None:
+    """The model's label settings, and a ``maturity`` document (the shape the worker
+    stores) in every window holding both kinds of rows."""
+    engine = sa.create_engine(f"sqlite:///{database}")
+    try:
+        with sa.orm.Session(engine) as session, session.begin():
+            model = session.scalars(sa.select(Model).where(Model.name == MODEL)).one()
+            model.label_missingness, model.label_horizon = "class", LABEL_HORIZON
+            both = sa.select(WindowMetrics, WindowAggregate).join(
+                WindowAggregate,
+                sa.and_(
+                    WindowAggregate.model_id == WindowMetrics.model_id,
+                    WindowAggregate.segment == WindowMetrics.segment,
+                    WindowAggregate.window_start == WindowMetrics.window_start,
+                ),
+            )
+            rows = session.execute(
+                both.where(WindowAggregate.n > 0, WindowAggregate.n_unlabelled > 0)
+            ).all()
+            assert len(rows) == 2 * SHIFTED_WINDOWS + SHIFTED_WINDOWS + LATE_WINDOWS
+            for stored, aggregate in rows:
+                prior = aggregate.positives / aggregate.n
+                stored.maturity = {
+                    "labelled": aggregate.n,
+                    "scored": aggregate.n_unlabelled,
+                    "completeness": aggregate.n / aggregate.n_unlabelled,
+                    "assumption": "class",
+                    "prior": {"value": prior, "lower": prior, "upper": prior, "level": 0.95},
+                    "metrics": {m: stored.metrics[m] for m in ("precision", "f1")},
+                    "intervals": {},
+                    "fit": None,
+                }
+    finally:
+        engine.dispose()
 
 
 # --- Prometheus --------------------------------------------------------------------
@@ -309,7 +376,15 @@ def _check_alerts(prom: httpx.Client, processes: Processes) -> None:
         } <= firing
 
     wait_until(both_segments_alerted, "the drift alerts fire", ALERT_SECONDS, processes)
+
+    def labels_overdue() -> bool:
+        return any(a["labels"]["alertname"] == "PriorwatchLabelsOverdue" for a in _firing(prom))
+
+    wait_until(labels_overdue, "the labels-overdue alert fires", ALERT_SECONDS, processes)
     firing = _firing(prom)
+    (overdue,) = [a for a in firing if a["labels"]["alertname"] == "PriorwatchLabelsOverdue"]
+    assert (overdue["labels"]["segment"], overdue["labels"]["severity"]) == ("all", "warning")
+    assert float(overdue["value"]) == LATE_WINDOWS
     (drift,) = [
         a for a in firing
         if a["labels"]["alertname"] == "PriorwatchLikelihoodDrift"

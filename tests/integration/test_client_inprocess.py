@@ -272,3 +272,36 @@ def test_caller_keys_make_a_resend_count_once(api: Any, client: TestClient) -> N
     assert keys_sent == ["file-a:0", "file-a:1"] * 2
     windows = client.get("/v1/models/fraud/windows", headers=api.bearer(token)).json()["windows"]
     assert [(w["n"], w["n_unlabelled"]) for w in windows] == [(300 + 2 * 10, 40)]
+
+
+def test_delayed_labels_join_their_predictions_window_only_with_its_timestamp(
+    api: Any, client: TestClient
+) -> None:
+    """The protocol: every prediction without its label at prediction time, the labels
+    later with the prediction's timestamp. A label call without it (``timestamp``
+    defaults to now) is not refused: its rows land in the window of their arrival."""
+    api.create_model("fraud", window="1h", threshold=0.5, n_bins=500)
+    token = api.create_key("fraud")
+    rng = np.random.default_rng(27)
+    predicted_at = window_start(datetime.now(UTC) - timedelta(hours=4), "1h") + timedelta(
+        minutes=10
+    )
+    clock = {"now": predicted_at}
+    scores, labels = _sample(rng, 3000, 0.05)
+    with _client(client, token, "fraud", now=lambda: clock["now"]) as pw:
+        pw.log_scores(scores)  # at prediction time: the default timestamp is right
+        clock["now"] = predicted_at + timedelta(hours=2)  # the first labels arrive
+        known = np.flatnonzero(labels == 1)[:100]  # the frauds, reported first
+        pw.log(scores[known], labels[known], timestamp=predicted_at)
+        late = np.arange(2000, 2300)  # forgot the timestamp: the window of arrival
+        pw.log(scores[late], labels[late])
+        pw.flush()
+        drain(client)
+        windows = pw.windows(from_=predicted_at - timedelta(hours=1))
+    by_start = {w.start: w for w in windows}
+    first = by_start[window_start(predicted_at, "1h")]
+    assert (first.n_unlabelled, first.n, first.positives) == (3000, 100, 100)
+    assert first.maturity == first.raw.get("maturity")
+    arrival = by_start[window_start(predicted_at + timedelta(hours=2), "1h")]
+    assert (arrival.n_unlabelled, arrival.n) == (0, 300)
+    assert arrival.positives == int(labels[late].sum())

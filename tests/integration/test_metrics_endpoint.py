@@ -238,9 +238,10 @@ def test_scrape_runs_a_fixed_number_of_queries(data: Populated) -> None:
     _scrape(data)  # fills the text cache
     with _statements(data) as warm:
         _scrape(data)
-    # models, latest keys, queue (+ BEGIN on SQLite), the keys of the streak windows, and
-    # the estimates (one statement)
-    assert len(warm) <= 6 and _documents_read(warm) == 0
+    # models, latest keys, queue (+ BEGIN on SQLite), the keys of the streak windows, the
+    # estimates (one statement) and the label maturity (the latest documents; the
+    # completeness curve and the overdue windows only for the models that need them)
+    assert len(warm) <= 9 and _documents_read(warm) == 0
     for i in range(3):
         body = {"name": f"extra-{i}", "pi0": 0.2, "segments": ["a", "b"], "n_bins": 100}
         assert data.client.post("/v1/models", json=body, headers=data.admin).status_code == 201
@@ -272,6 +273,7 @@ def test_new_batches_show_in_the_queue_then_in_the_gauges(data: Populated) -> No
     parts = CollectorRegistry(auto_describe=False)
     parts.register(exporter.streaks)  # prometheus_client's path: its own session and models
     parts.register(exporter.estimates)
+    parts.register(exporter.maturity)
     every = {**_families(uncached), **_families(generate_latest(parts).decode())}
     assert _families(exporter.windows.render_text()) == _compact(every)
     assert _get(samples, names.DIRTY_WINDOWS) == 0

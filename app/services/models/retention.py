@@ -6,16 +6,13 @@ the older ones, are the worker's (app/services/refresh/retention.py).
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
 
 from app.errors import InvalidInput
-from app.timegrid import window_length
+from app.timegrid import DURATION_PATTERN, parse_duration, window_length
 
-RETENTION_PATTERN = r"^[1-9][0-9]{0,4}[hdw]$"
+RETENTION_PATTERN = DURATION_PATTERN
 """A retention: a positive whole number of hours, days or weeks ("36h", "90d", "52w")."""
-
-_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
 
 
 LABEL_HORIZON_MAX = timedelta(days=400)
@@ -29,10 +26,7 @@ def parse_retention(text: str, field: str = "retention") -> timedelta:
     >>> parse_retention("90d")
     datetime.timedelta(days=90)
     """
-    match = re.fullmatch(RETENTION_PATTERN, text)
-    if match is None:
-        raise InvalidInput(field, f"{text!r} is not a duration such as 36h, 90d or 52w")
-    return int(text[:-1]) * _UNITS[text[-1]]
+    return parse_duration(text, field)
 
 
 def check_label_horizon(text: str | None) -> str | None:

@@ -194,8 +194,15 @@ class Client:
     ) -> None:
         """Log labelled predictions (arrays of scores in [0, 1] and 0/1 labels).
 
-        ``timestamp`` (a datetime, naive = UTC, or epoch seconds; default now)
-        picks the window of every row of the call. With ``idempotency_key``
+        ``timestamp`` (a datetime, naive = UTC, or epoch seconds) picks the
+        window of every row of the call. **It defaults to now**: right when the
+        label is known as the prediction is made, wrong for delayed labels.
+        When the labels of predictions sent earlier with :meth:`log_scores`
+        arrive, pass each prediction's own ``timestamp``, as it was then;
+        without it the labels land in the window of their arrival, and the
+        prediction's window never sees them (nothing is refused: the client
+        cannot tell a late label from a fresh prediction; docs/client.md,
+        "Delayed labels"). With ``idempotency_key``
         the call's rows are sent as a batch of their own under that key
         (other calls with the same key, window and segment join it), so the
         same rows sent again under the same key are recognised by the service
@@ -219,9 +226,14 @@ class Client:
         *,
         idempotency_key: str | None = None,
     ) -> None:
-        """Log scores whose labels are not known (yet), for the label-free estimates.
+        """Log scores whose labels are not known (yet): every prediction, as it is made.
 
-        ``timestamp``, ``segment`` and ``idempotency_key`` as for :meth:`log`.
+        The first half of the delayed-label protocol: the scored rows of the
+        window (the label-free estimates, and the completeness of the labels
+        that follow). When the labels are known, send the same predictions
+        again with :meth:`log`, with **the timestamp given here** (docs/client.md,
+        "Delayed labels"). ``timestamp`` (default now), ``segment`` and
+        ``idempotency_key`` as for :meth:`log`.
 
         Sent as ``histogram.unlabelled`` batches, separate from labelled rows
         (a service too old to store unlabelled rows refuses them with a 422,

@@ -59,7 +59,10 @@ class Window:
     says why); ``status`` is ``fresh`` or ``pending``; ``curves`` is set only
     by :meth:`priorwatch_client.Client.window`. ``detail`` stamps the curves and the
     intervals (``aggregate_version``, ``computed_at``, ``current``; None while
-    the window has none, docs/reading.md).
+    the window has none, docs/reading.md). ``maturity`` holds the completed
+    metrics of a window whose labels are still arriving (``completeness``,
+    the completed ``prior``, ``metrics``...; None for a window with one kind of
+    row or a service that does not complete windows).
     """
 
     start: datetime
@@ -80,6 +83,9 @@ class Window:
     merged_windows: int
     raw: Mapping[str, Any]
     detail: Mapping[str, Any] | None = None
+    n_unlabelled: int = 0
+    """Rows of the window sent without labels (:meth:`~priorwatch_client.Client.log_scores`)."""
+    maturity: Mapping[str, Any] | None = None
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Window:
@@ -103,6 +109,8 @@ class Window:
             merged_windows=int(doc.get("merged_windows", 1)),
             raw=doc,
             detail=doc.get("detail"),
+            n_unlabelled=int(doc.get("n_unlabelled", 0)),
+            maturity=doc.get("maturity"),
         )
 
 

@@ -1,0 +1,174 @@
+"""Label maturity in the exposition: how far the labels have arrived, and the completed metrics.
+
+Per (model, segment):
+
+* the latest fresh window **holding both unlabelled and labelled rows** gives
+  ``priorwatch_window_label_completeness`` and ``priorwatch_window_completed``
+  (``metric="prior"``: the completed prior; else the completed metrics), both
+  from its stored ``maturity`` document (absent while it is null: a model whose
+  ``label_missingness`` is ``none``, a window off the protocol);
+* the windows that ended ``1d``, ``7d`` and ``30d`` ago give
+  ``priorwatch_label_completeness{age}`` (the completeness curve; models
+  completing their windows only, windows with scored rows only);
+* ``priorwatch_labels_overdue_windows`` counts the windows past the model's
+  ``label_horizon`` with less than 95% of their labels (0 when none; models
+  with a horizon only). A window of scored rows without any label counts.
+
+The completeness of the last two is labelled over scored rows of the
+window's aggregate (app/db/labels.py), the ratio the worker stores as
+``maturity.completeness``. At most three statements per scrape; nothing is
+computed but window arithmetic on the injected clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.db.labels import WindowCompleteness, overdue_windows, windows_completeness
+from app.db.models import ALL_SEGMENTS
+from app.db.scrape import latest_maturity
+from app.exporter import names
+from app.exporter.names import MATURITY_FAMILIES, FamilySpec
+from app.exporter.part import StoredPartCollector
+from app.exporter.reads import ModelRow, json_document
+from app.exporter.series import finite, segment_label
+from app.exporter.text import Series
+from app.timegrid import parse_duration, window_length, window_start
+
+AGES: Mapping[str, timedelta] = {
+    "1d": timedelta(days=1),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
+"""``age`` label values of the completeness curve: how long ago the window ended."""
+
+
+@dataclass(frozen=True)
+class StoredMaturity:
+    """The stored ``maturity`` document of one window."""
+
+    model_id: int
+    segment: str
+    document: Mapping[str, Any]
+
+
+def read_maturity(session: Session) -> list[StoredMaturity]:
+    """The maturity document of the latest fresh window holding both kinds of rows, per
+    (model, segment) where it is not null (one statement)."""
+    out = []
+    for _, model_id, segment, _, text in latest_maturity(session):
+        document = json_document(text)
+        if isinstance(document, Mapping):
+            out.append(StoredMaturity(int(model_id), segment, document))
+    return out
+
+
+def ended_ago(model: ModelRow, now: datetime, age: timedelta) -> datetime:
+    """Start of the model's latest window that had ended ``age`` before ``now``.
+
+    >>> model = ModelRow(1, "m", "1h", frozenset(), (), 0, 0)
+    >>> ended_ago(model, datetime(2026, 11, 27, 10, 30, tzinfo=UTC), timedelta(days=1))
+    datetime.datetime(2026, 11, 26, 9, 0, tzinfo=datetime.timezone.utc)
+    """
+    return window_start(now - age, model.window) - window_length(model.window)
+
+
+def horizon_cutoff(model: ModelRow, now: datetime) -> datetime | None:
+    """The windows starting before this ended at least ``label_horizon`` before ``now``
+    (None: the model has no horizon)."""
+    if model.label_horizon is None:
+        return None
+    return window_start(now - parse_duration(model.label_horizon, "label_horizon"), model.window)
+
+
+def maturity_series(
+    models: Iterable[ModelRow],
+    stored: Iterable[StoredMaturity],
+    curve: Iterable[WindowCompleteness],
+    overdue: Mapping[tuple[int, str], int],
+    now: datetime,
+) -> Series:
+    """The samples of :data:`~app.exporter.names.MATURITY_FAMILIES` (pure)."""
+    out: Series = {spec.name: [] for spec in MATURITY_FAMILIES}
+    by_id = {m.id: m for m in models}
+    for doc in sorted(stored, key=lambda d: (d.model_id, d.segment)):
+        model = by_id.get(doc.model_id)
+        segment = None if model is None else segment_label(model, doc.segment)
+        if model is None or segment is None:
+            continue
+        labels = (model.name, segment)
+        completeness = finite(doc.document.get("completeness"))
+        if completeness is not None:
+            out[names.WINDOW_LABEL_COMPLETENESS].append((labels, completeness))
+        prior = doc.document.get("prior")
+        values = {"prior": prior.get("value") if isinstance(prior, Mapping) else None}
+        metrics = doc.document.get("metrics")
+        for name, raw in {**values, **(metrics if isinstance(metrics, Mapping) else {})}.items():
+            value = finite(raw)
+            if value is not None:
+                out[names.WINDOW_COMPLETED].append(((*labels, name), value))
+    _curve_samples(out, by_id, curve, now)
+    for model in by_id.values():
+        if model.label_horizon is None:
+            continue
+        for key in sorted({ALL_SEGMENTS, *model.segments}):
+            segment = segment_label(model, key)
+            if segment is not None:
+                count = float(overdue.get((model.id, key), 0))
+                out[names.LABELS_OVERDUE].append(((model.name, segment), count))
+    return out
+
+
+def _curve_samples(
+    out: Series, by_id: Mapping[int, ModelRow], curve: Iterable[WindowCompleteness], now: datetime
+) -> None:
+    for window in sorted(curve, key=lambda w: (w.model_id, w.segment, w.start)):
+        model = by_id.get(window.model_id)
+        segment = None if model is None else segment_label(model, window.segment)
+        if model is None or segment is None:
+            continue
+        for age, ago in AGES.items():
+            if ended_ago(model, now, ago) == window.start:
+                sample = ((model.name, segment, age), window.completeness)
+                out[names.LABEL_COMPLETENESS].append(sample)
+
+
+class MaturityCollector(StoredPartCollector):
+    """Yields :data:`~app.exporter.names.MATURITY_FAMILIES` per scrape.
+
+    ``GET /metrics`` writes them with the window families: the window
+    collector calls :meth:`read` in its own session.
+
+    Parameters
+    ----------
+    session_factory : callable returning a Session
+        A new session per :meth:`collect`; it is only read from, then closed.
+    clock : callable returning an aware datetime, optional
+        Now, for the ages of the completeness curve and the label horizons.
+    """
+
+    specs: tuple[FamilySpec, ...] = MATURITY_FAMILIES
+
+    def __init__(
+        self,
+        session_factory: Callable[[], Session],
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        super().__init__(session_factory)
+        self._clock = clock
+
+    def read(self, session: Session, models: tuple[ModelRow, ...]) -> Series:
+        """The samples of :attr:`specs`, by family, read in ``session``."""
+        now = self._clock()
+        completing = [m for m in models if m.label_missingness != "none"]
+        starts = {m.id: [ended_ago(m, now, ago) for ago in AGES.values()] for m in completing}
+        cutoffs = {m.id: horizon_cutoff(m, now) for m in models}
+        overdue = overdue_windows(session, {k: v for k, v in cutoffs.items() if v is not None})
+        return maturity_series(
+            models, read_maturity(session), windows_completeness(session, starts), overdue, now
+        )
