@@ -50,7 +50,8 @@ class SlaStatus(StrEnum):
     INSUFFICIENT_DATA = "insufficient_data"
     """The metric is undefined, or a class has too few examples."""
     PENDING = "pending"
-    """The window waits for the worker; it counts in no ratio."""
+    """The window waits for the worker, or the interval deciding an objective is not of its
+    current data yet (its detail follows its summary); it counts in no ratio."""
     NO_OBJECTIVES = "no_objectives"
     """The model has no objectives (a window's status only)."""
 

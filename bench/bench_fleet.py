@@ -50,11 +50,28 @@ window, so the active windows (the current day) are models x (segments + 1):
   refreshed per s), and how long the queue takes to drain once the load
   stops.
 
+* Closed-window drain (``--drain``, instead of the phases above; issue 23):
+  ``--models`` models (default 100) x ``--segments`` (default 10), one
+  ``--drain-rows`` batch (default 2,000) per segment into a closed window
+  (a past day) while no worker runs; then ``--workers`` (default 2) real
+  ``priorwatch worker`` processes start, and the time runs from their start
+  (start-up included, as an operator's drain) until every window's summary
+  is fresh (no window waits), then until every window's detail is of its
+  data (the detail lag). Twice in the same run, on two past days: workers
+  that refresh every window in full (``PRIORWATCH_WORKER_DETAIL_INTERVAL_SECONDS=0``,
+  the behaviour before summary first) and workers at the default settings
+  (summary first, the details after). Printed: windows/s, the detail lag,
+  worker CPU per window (start-up apart), and in this process the CPU per
+  window of the numpy floor (the main metrics from the two histograms with
+  cumulative sums, checked against the stored values), of a summary and of
+  a full computation; ``--profile`` adds the top functions of a full one.
+
 Usage: ``python bench/bench_fleet.py --quick`` (50 models x 4 segments,
 short phases: a few minutes; what ``make bench`` runs) or ``python
 bench/bench_fleet.py`` for the full fleet (1,000 x 10, a 420 s load: long on
-two cores, the initial fold alone computes 22,000 windows); every size is a
-flag, see ``--help``. Needs the PostgreSQL server of
+two cores, the initial fold alone computes 22,000 windows); ``python
+bench/bench_fleet.py --drain`` for the closed-window drain (about a minute
+of set-up, then two drains); every size is a flag, see ``--help``. Needs the PostgreSQL server of
 PRIORWATCH_TEST_POSTGRES_URL (default
 postgresql+psycopg://postgres@127.0.0.1:5432/postgres); prints a notice and
 exits 0 when it is unreachable. The script reads the queue with plain SQL on
@@ -67,8 +84,11 @@ temporary database is dropped at the end, also after Ctrl-C or an error.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import os
+import pstats
 import signal
 import subprocess
 import sys
@@ -94,12 +114,15 @@ from _common import (
 )
 
 from app.config import Settings
+from app.db.models import ALL_SEGMENTS, WindowAggregate, WindowMetrics
 from app.db.queries import list_models
 from app.db.session import make_engine, make_session_factory
 from app.services.ingest.batch import ingest_batch
 from app.services.models.config import ModelConfig
 from app.services.models.registry import create_model
 from app.services.models.settings import ModelCreate
+from app.services.windows.compute import compute_window_result
+from app.services.windows.sums import WindowSums
 from app.timegrid import window_start
 
 WINDOW = "1d"
@@ -377,7 +400,8 @@ class Fleet:
         return worker_processes(self.url, count, self.logdir, self.args.max_wait, env)
 
 
-def setup(url: str, engine: sa.Engine, args: argparse.Namespace, logdir: Path) -> Fleet:
+def create_models(engine: sa.Engine, args: argparse.Namespace) -> list[int]:
+    """The fleet's ``--models`` models (``--segments`` segments each); their ids."""
     factory = make_session_factory(engine)
     started = time.perf_counter()
     ids = []
@@ -393,6 +417,12 @@ def setup(url: str, engine: sa.Engine, args: argparse.Namespace, logdir: Path) -
             }
             ids.append(create_model(session, ModelCreate.model_validate(spec), now()).id)
     print(f"  {args.models:,} models created in {time.perf_counter() - started:.1f} s", flush=True)
+    return ids
+
+
+def setup(url: str, engine: sa.Engine, args: argparse.Namespace, logdir: Path) -> Fleet:
+    started = time.perf_counter()
+    ids = create_models(engine, args)
     current = window_start(now(), WINDOW)
     fleet = Fleet(url, engine, ids, args, current, logdir)
     windows = fleet.active_windows
@@ -534,6 +564,170 @@ def verdict(worst: float, duration: float) -> str:
     return "met"
 
 
+# --- the closed-window drain (``--drain``) -------------------------------------------
+
+FULL_ONLY = {"PRIORWATCH_WORKER_DETAIL_INTERVAL_SECONDS": "0"}
+"""Worker environment of the baseline drain: every refresh full (before summary first)."""
+DRAINS = (("every refresh full", FULL_ONLY, 3), ("summary first", {}, 1))
+"""(label, worker environment, days back of the closed windows drained): two past days
+whose drift references (the day before each) hold no data, so both drains compute alike."""
+DETAILS_BEHIND = sa.text(
+    "SELECT count(*) FROM window_metrics WHERE window_start = :start "
+    "AND (detail_version IS NULL OR detail_version <> aggregate_version)"
+)
+"""Windows of day ``:start`` whose detail (curves, intervals) is not of their data."""
+
+
+@dataclass
+class Drained:
+    windows: int
+    summaries: float
+    """Seconds from the workers' start until every summary was fresh."""
+    details: float
+    """Seconds from the workers' start until every detail was of its data."""
+    startup_cpu: float
+    """Worker CPU seconds (all workers) until each logged "worker ready"."""
+    summary_cpu: float
+    """Worker CPU seconds after start-up until every summary was fresh."""
+    detail_cpu: float
+    """Worker CPU seconds after that until every detail was stored."""
+
+
+def details_behind(engine: sa.Engine, day: datetime) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(DETAILS_BEHIND, {"start": day}).scalar_one())
+
+
+def drain_closed(fleet: Fleet, env: dict[str, str], day: datetime) -> Drained:
+    """One ``--drain-rows`` batch per (model, segment) into the closed windows of ``day``
+    while no worker runs, then ``--workers`` workers drain it, start-up included."""
+    args = fleet.args
+    fleet.sweep(day, args.drain_rows)
+    waiting = waiting_windows(fleet.engine)
+    started = time.perf_counter()
+    with fleet.workers(max(args.workers), env) as procs:
+        startup = sum(cpu_seconds(p.pid) for p in procs)
+        fleet.drain()
+        summaries = time.perf_counter() - started
+        at_summaries = sum(cpu_seconds(p.pid) for p in procs)
+        deadline = time.monotonic() + args.max_wait
+        while details_behind(fleet.engine, day):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the details did not follow within {args.max_wait:.0f} s")
+            time.sleep(0.05)
+        details = time.perf_counter() - started
+        at_details = sum(cpu_seconds(p.pid) for p in procs)
+    return Drained(
+        waiting,
+        summaries,
+        details,
+        startup,
+        at_summaries - startup,
+        at_details - at_summaries,
+    )
+
+
+def report_drain(label: str, d: Drained, workers: int) -> None:
+    rate = d.windows / d.summaries
+    print(
+        f"  {label}: {d.windows:,} windows, every summary fresh {d.summaries:.1f} s after "
+        f"the start of {workers} worker(s) = {rate:.1f} windows/s (start-up included); "
+        f"every detail {d.details - d.summaries:.1f} s later (detail lag); worker CPU per "
+        f"window {per_unit(d.summary_cpu, d.windows)} to the summaries + "
+        f"{per_unit(d.detail_cpu, d.windows)} after, start-up {d.startup_cpu / workers:.2f} s "
+        "per worker",
+        flush=True,
+    )
+
+
+def floor_metrics(
+    pos: np.ndarray[Any, Any], neg: np.ndarray[Any, Any], at: int
+) -> tuple[float, float, float]:
+    """(auc_roc, recall, precision) of two histograms with cumulative sums: the
+    arithmetic floor. ``at``: the primary threshold's bin (bins from it up are
+    predicted positive)."""
+    tps = np.concatenate(([0], np.cumsum(pos[::-1])))
+    fps = np.concatenate(([0], np.cumsum(neg[::-1])))
+    tpr, fpr = tps / tps[-1], fps / fps[-1]
+    auc = float(np.sum((fpr[1:] - fpr[:-1]) * (tpr[1:] + tpr[:-1])) / 2.0)
+    k = len(pos) - at
+    return auc, float(tps[k] / tps[-1]), float(tps[k] / (tps[k] + fps[k]))
+
+
+def cpu_per_call(func: Callable[[], object], repeat: int) -> float:
+    """Median process CPU time of ``func()`` over ``repeat`` calls, in seconds."""
+    times = []
+    for _ in range(repeat):
+        start = time.process_time()
+        func()
+        times.append(time.process_time() - start)
+    return float(np.median(times))
+
+
+def per_window_costs(fleet: Fleet, day: datetime, profile: bool) -> None:
+    """In this process: the CPU of the floor, a summary and a full computation of one
+    drained window (an all-traffic one: the largest), the floor checked against its
+    stored metrics."""
+    factory = make_session_factory(fleet.engine)
+    with factory() as session:
+        model = ModelConfig.from_row(list_models(session)[0])
+        row = session.scalars(
+            sa.select(WindowAggregate).where(
+                WindowAggregate.model_id == model.id,
+                WindowAggregate.segment == ALL_SEGMENTS,
+                WindowAggregate.window_start == day,
+            )
+        ).one()
+        stored = session.scalars(
+            sa.select(WindowMetrics).where(
+                WindowMetrics.model_id == model.id,
+                WindowMetrics.segment == ALL_SEGMENTS,
+                WindowMetrics.window_start == day,
+            )
+        ).one()
+        sums = WindowSums.from_row(row)
+    pos, neg = sums.hist_positives, sums.hist_negatives
+    assert pos is not None and neg is not None
+    at = int(np.searchsorted(model.bin_edges, model.primary_threshold))
+    floor = floor_metrics(pos, neg, at)
+    names = ("auc_roc", "recall", "precision")
+    gap = max(abs(v - stored.metrics[k]) for k, v in zip(names, floor, strict=True))
+    costs = {
+        "floor (numpy cumsums)": cpu_per_call(lambda: floor_metrics(pos, neg, at), 200),
+        "summary": cpu_per_call(lambda: compute_window_result(model, sums, None, detail=False), 20),
+        "full": cpu_per_call(lambda: compute_window_result(model, sums, None), 10),
+    }
+    base = costs["floor (numpy cumsums)"]
+    print(
+        f"  per window, CPU in this process ({sums.n:,} rows): "
+        + "; ".join(f"{k} {v * 1e3:.2f} ms (x{v / base:.0f})" for k, v in costs.items())
+        + f"; the floor's {', '.join(names)} differ from the stored by at most {gap:.1e}",
+        flush=True,
+    )
+    if profile:
+        profiler = cProfile.Profile(time.process_time)
+        profiler.runcall(lambda: [compute_window_result(model, sums, None) for _ in range(10)])
+        out = io.StringIO()
+        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
+        print(out.getvalue(), flush=True)
+
+
+def drain(url: str, engine: sa.Engine, args: argparse.Namespace, logdir: Path) -> None:
+    ids = create_models(engine, args)
+    fleet = Fleet(url, engine, ids, args, window_start(now(), WINDOW), logdir)
+    workers = max(args.workers)
+    results = {}
+    for label, env, days in DRAINS:
+        print(f"closed-window drain, {label}:", flush=True)
+        day = fleet.active_at - timedelta(days=days)
+        results[label] = drained = drain_closed(fleet, env, day)
+        report_drain(label, drained, workers)
+    (base, before), (_, after) = ((label, results[label]) for label, _, _ in DRAINS)
+    ratio = (after.windows / after.summaries) / (before.windows / before.summaries)
+    print(f"drain summary: summary first x{ratio:.2f} windows/s of {base} (same run)")
+    per_window_costs(fleet, fleet.active_at - timedelta(days=DRAINS[-1][2]), args.profile)
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -560,13 +754,24 @@ def parse_args() -> argparse.Namespace:
         help="the workers' detail interval during the load (default: the worker's, 300 s)",
     )
     parser.add_argument("--setup-processes", type=int, default=2)
+    parser.add_argument(
+        "--drain",
+        action="store_true",
+        help="the closed-window drain instead (default 100 models x 10 segments, 2 workers)",
+    )
+    parser.add_argument("--drain-rows", type=int, default=2_000, help="rows per batch of the drain")
+    parser.add_argument(
+        "--profile", action="store_true", help="with --drain: profile of a full computation"
+    )
     parser.add_argument("--max-wait", type=float, help="bound of every wait, seconds")
     args = parser.parse_args()
     if args.child:
         return args
     quick = args.quick
-    args.models = args.models or (50 if quick else 1_000)
+    args.models = args.models or (50 if quick else 100 if args.drain else 1_000)
     args.segments = args.segments or (4 if quick else 10)
+    if args.drain and args.workers == "1,2":
+        args.workers = "2"
     args.load_seconds = args.load_seconds or (20.0 if quick else 420.0)
     args.workers = [int(n) for n in args.workers.split(",")]
     args.load_workers = (
@@ -605,6 +810,9 @@ def main() -> None:
         settings = Settings(_env_file=None, database_url=url)  # type: ignore[call-arg]
         engine = make_engine(url, settings)
         stack.callback(engine.dispose)
+        if args.drain:
+            drain(url, engine, args, logdir)
+            return
         print("setup:", flush=True)
         fleet = setup(url, engine, args, logdir)
         rates = {}

@@ -79,13 +79,20 @@ def model_document(name: str, scenario: Scenario, first: datetime) -> dict[str, 
 def wait_fresh(
     service: Service, model: str, params: dict[str, str | None], expected: int, timeout: float
 ) -> list[dict[str, Any]]:
-    """The windows once ``expected`` of them are fresh (polling), or fail after ``timeout`` s."""
+    """The windows once ``expected`` of them are fresh with their detail (intervals, curves)
+    of the same data (polling), or fail after ``timeout`` s.
+
+    Under a backlog the worker computes a window's summary first and its detail
+    after (docs/worker.md, "Tiered refresh"); the SLA column waits for both.
+    """
     deadline = time.monotonic() + timeout
     while True:
         windows: list[dict[str, Any]] = service.get_json(f"/v1/models/{model}/windows", params)[
             "windows"
         ]
-        fresh = sum(w["status"] == "fresh" for w in windows)
+        fresh = sum(
+            w["status"] == "fresh" and bool((w.get("detail") or {}).get("current")) for w in windows
+        )
         if fresh >= expected:
             return windows
         if time.monotonic() > deadline:

@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
+from app.db.types import json_text
 
 SQLITE_BEGIN_OPTION = "priorwatch_sqlite_begin"
 """Connection execution option naming the SQLite BEGIN mode (DEFERRED or IMMEDIATE)."""
@@ -63,6 +64,7 @@ def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
                 "check_same_thread": False,
             },
             pool_timeout=settings.database_pool_timeout_seconds,
+            json_serializer=json_text,
         )
         _configure_sqlite(engine, settings)
         return engine
@@ -76,6 +78,7 @@ def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
         pool_timeout=settings.database_pool_timeout_seconds,
         pool_pre_ping=True,
         connect_args=connect_args,
+        json_serializer=json_text,
     )
     if url.get_backend_name() == "postgresql":
         event.listen(engine, "connect", _prefer_lz4_toast)

@@ -2,17 +2,59 @@
 
 from __future__ import annotations
 
+import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 from sqlalchemy import JSON, DateTime, Dialect, LargeBinary
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.types import TypeDecorator
 
 #: JSON document; JSONB on PostgreSQL.
 JSONDocument = JSON().with_variant(JSONB(), "postgresql")
+
+
+def json_text(value: Any) -> str:
+    """The JSON text a :data:`JSONDocument` column stores (the engines' serializer).
+
+    orjson's text: the same JSON value as the standard library's
+    ``json.dumps`` (without its spaces), about 15 times faster on a window's
+    documents (docs/worker.md, "What a window stores"). Where orjson would
+    not give the standard library's value, the standard library writes it, so
+    every document is stored as before: a type orjson refuses (a numpy
+    scalar, a key that is not a string, an integer past 64 bits) and a
+    non-finite float, which orjson writes ``null`` and the standard library
+    ``NaN``/``Infinity`` (which PostgreSQL refuses, as it did). A non-finite
+    float shows in orjson's text as ``null``, so only a text holding one
+    is searched for them.
+
+    >>> json_text({"auc_roc": 0.5, "f1": None, "curve": [0.1, 1e-05]})
+    '{"auc_roc":0.5,"f1":null,"curve":[0.1,0.00001]}'
+    >>> json_text({"prior": float("nan")})
+    '{"prior": NaN}'
+    """
+    try:
+        text = orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value)
+    if b"null" in text and not _finite(value):
+        return json.dumps(value)
+    return text.decode()
+
+
+def _finite(value: Any) -> bool:
+    """No non-finite float anywhere in ``value`` (dicts, lists and tuples searched)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(map(_finite, value.values()))
+    if isinstance(value, list | tuple):
+        return all(map(_finite, value))
+    return True
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -23,7 +23,8 @@ Conditions:
   in the reference period, or no reference is configured);
 * ``priorwatch_sla_breach_streak_windows{objective, metric, op}``: the
   objective's status in the window is ``breached``, as the SLA report says
-  (:func:`app.sla.objectives.evaluate_objective`); untested: insufficient data.
+  (:func:`app.sla.objectives.evaluate_objective`); untested: insufficient data,
+  or pending (the interval that decides it is not computed yet).
 
 Counting stored outcomes is reading, not computing metrics: every flag and
 every value compared with a target was stored by the worker (only those are
@@ -57,6 +58,9 @@ from app.statuses import SlaStatus
 
 STREAK_WINDOWS = 24
 """Most recent fresh windows read per (model, segment): the largest streak exposed."""
+
+UNTESTED = frozenset({SlaStatus.INSUFFICIENT_DATA, SlaStatus.PENDING})
+"""Objective statuses that neither extend nor end a breach streak."""
 
 Outcome = bool | None
 """A condition in one window: raised, not raised, or untested (None)."""
@@ -117,16 +121,15 @@ def window_outcomes(
         objectives read, as in :func:`app.sla.objectives.evaluate_objective`,
         which gives each objective's status.
     detail_current : bool
-        The detail tier's intervals are of the metrics' version (else they do not decide).
+        The detail tier's intervals are of the metrics' version (else an objective
+        decided by an interval is pending: untested).
     """
     breached = []
     for objective in objectives:
         status = evaluate_objective(
             objective, metrics, intervals, detail_current=detail_current
         ).status
-        breached.append(
-            None if status == SlaStatus.INSUFFICIENT_DATA else status == SlaStatus.BREACHED
-        )
+        breached.append(None if status in UNTESTED else status == SlaStatus.BREACHED)
     return Outcomes(tuple(flags), tuple(breached))
 
 

@@ -20,7 +20,7 @@ has no interval: :func:`has_interval`) the point value alone decides.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.metrics.labeling import CALIBRATED_PREFIX, LABELING_METRICS, PRIOR_DEPENDENT
@@ -54,11 +54,12 @@ AREAS_WITH_INTERVALS = frozenset(
 bootstrap, or the closed forms of ``calibrated_auc_pr`` and ``ks``, docs/intervals.md)."""
 
 
-STALE_DETAIL_REASON = (
-    "{name} has no credible interval of the current data (the window's intervals are from "
-    "an older refresh, or not computed yet): the point value decides"
+DETAIL_PENDING_REASON = (
+    "the credible interval of {name} on the current data is not computed yet (the window's "
+    "detail follows its summary): decided once it is"
 )
-"""The reason of an objective decided by its point value because its interval is older."""
+"""The reason of an objective left ``pending`` because its window's interval is older than
+its value (or not computed yet)."""
 
 
 def has_interval(name: str) -> bool:
@@ -237,32 +238,35 @@ def evaluate_objective(
         Why a None metric is None.
     detail_current : bool
         False when the window's detail tier (every interval) is older than its
-        metrics: an objective judged on an interval is then decided by the
-        point value (evidence ``point``, reason :data:`STALE_DETAIL_REASON`),
-        so no verdict mixes versions.
+        metrics, or not computed yet (a summary refresh, docs/worker.md
+        "Tiered refresh"): an objective judged on an interval is then
+        ``pending`` (reason :data:`DETAIL_PENDING_REASON`, null bounds) until
+        the detail of the same data is stored, so no verdict mixes versions
+        and none is taken from an interval that is missing for that reason.
 
     Returns
     -------
     ObjectiveResult
         ``met`` / ``breached`` / ``inconclusive`` from the evidence
         (:meth:`Objective.status`); ``insufficient_data`` with the reason
-        when the value is absent or None.
+        when the value is absent or None; ``pending`` while the interval
+        that decides it is not computed yet.
     """
     name = objective.evaluated_as
     value = metrics.get(name)
     bounds = (intervals or {}).get(name) or {}
     lower, upper = bounds.get("lower"), bounds.get("upper")
-    stale = not detail_current and objective.evidence == INTERVAL
-    if stale:
-        objective, lower, upper = replace(objective, requested=POINT), None, None
     if value is None:
         reason = (reasons or {}).get(name)
         if reason is None and name not in metrics:
             reason = f"{name} is not computed for this window"
         return ObjectiveResult(objective, None, lower, upper, SlaStatus.INSUFFICIENT_DATA, reason)
     value = float(value)
+    if not detail_current and objective.evidence == INTERVAL:
+        reason = DETAIL_PENDING_REASON.format(name=name)
+        return ObjectiveResult(objective, value, None, None, SlaStatus.PENDING, reason)
     status = objective.status(value, lower, upper)
-    reason = STALE_DETAIL_REASON.format(name=name) if stale else None
+    reason = None
     if status == SlaStatus.INCONCLUSIVE and (lower is None or upper is None):
         why = bounds.get("reason")
         reason = f"no credible interval of {name} in this window" + (f": {why}" if why else "")

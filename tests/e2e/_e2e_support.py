@@ -446,15 +446,19 @@ class UserPath:
     def wait_all_fresh(
         self, expected_windows: int, processes: Processes, segments: tuple[str | None, ...]
     ) -> dict[str | None, list[dict[str, Any]]]:
-        """Poll GET /windows (bounded) until every window of every segment is fresh."""
+        """Poll GET /windows (bounded) until every window of every segment is fresh, its
+        detail (intervals, curves) of the same data: under a backlog the worker computes a
+        window's summary first and its detail after (docs/worker.md, "Tiered refresh")."""
         latest: dict[str | None, list[dict[str, Any]]] = {}
+
+        def current(w: dict[str, Any]) -> bool:
+            return w["status"] == "fresh" and bool((w["detail"] or {}).get("current"))
 
         def all_fresh() -> bool:
             for segment in segments:
                 latest[segment] = self.windows(segment)
             return all(
-                len(ws) == expected_windows and all(w["status"] == "fresh" for w in ws)
-                for ws in latest.values()
+                len(ws) == expected_windows and all(map(current, ws)) for ws in latest.values()
             )
 
         wait_until(all_fresh, "every window is fresh", FRESH_SECONDS, processes)

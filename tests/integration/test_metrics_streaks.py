@@ -302,6 +302,8 @@ def test_outcomes_are_extracted_from_any_stored_document_shape(client: TestClien
                     status="fresh",
                     reasons=None,
                     curves=None,
+                    detail_version=1,  # the intervals are of the metrics' data
+                    detail_computed_at=key[3],
                     **doc,
                 )
             )

@@ -1,10 +1,12 @@
 """Tiered refresh on a real database (SQLite and PostgreSQL, real migrations): summary
 refreshes of open windows, the carried detail and its stamp, the detail due time in the
-claim query, the closing full refresh and the read model."""
+claim query, a closed-window backlog's summaries first and details after (the SLA
+pending in between), and the read model."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -22,7 +24,9 @@ from app.config import Settings
 from app.db import queue
 from app.db.models import ALL_SEGMENTS, WindowAggregate
 from app.db.session import write_transaction
+from app.exporter.streaks import read_outcomes
 from app.services.models.config import ModelConfig
+from app.services.read.sla_report import sla_report as read_sla_report
 from app.services.read.windows import get_window
 from app.services.refresh.budget import DetailBudget
 from app.services.refresh.groups import (
@@ -34,6 +38,7 @@ from app.services.refresh.groups import (
 from app.services.refresh.tiers import DETAIL_SPREAD, detail_phase
 from app.services.windows.compute import Tier, compute_window_result
 from app.services.windows.reference_cache import ReferenceCache
+from app.sla.objectives import Objective
 from app.timegrid import window_length
 
 INTERVAL = 300.0
@@ -143,16 +148,24 @@ def test_a_summary_keeps_the_previous_detail_with_its_stamp(
     assert view.aggregate_version == 2 and view.status == "fresh"
 
 
-def test_a_closed_window_gets_exactly_one_full_refresh(
+def test_a_closed_window_gets_its_summary_then_exactly_one_full_refresh(
     factory: sessionmaker[Session], settings: Settings
 ) -> None:
     model = register_model(factory, window="1h")
     past = utcnow() - timedelta(hours=3)
     start = post_batch(factory, model, settings, at=past, rng=np.random.default_rng(43))
-    claimed = refresh(factory)
-    assert claimed is not None and claimed.claim.window_start == start
+    first = refresh(factory)  # groups of one: a backlog, so the summary first
+    assert first is not None and first.claim.window_start == start and first.batch_ids
     stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
-    assert stored.curves is not None and stored.detail_version == stored.aggregate_version == 1
+    assert stored.metrics["auc_roc"] is not None and stored.curves is None
+    (row,) = aggregate_rows(factory, model.id)
+    assert row.detail_due_at == first.claim.claimed_at  # closed: due at once, behind the queue
+    second = refresh(factory)  # claimed for its detail alone
+    assert second is not None and not second.batch_ids
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, start)]
+    full = compute_window_result(model, second.sums, None)
+    assert (stored.curves, stored.intervals) == (full.curves, full.intervals)
+    assert stored.detail_version == stored.aggregate_version == 1
     (row,) = aggregate_rows(factory, model.id)
     assert row.detail_due_at is None
     assert refresh(factory) is None
@@ -161,6 +174,91 @@ def test_a_closed_window_gets_exactly_one_full_refresh(
         merged = get_window(session, model, day, segment=None, granularity="1d", now=utcnow())
     assert merged is not None and merged.curves is not None and merged.detail_current
     assert merged.to_dict()["detail"]["computed_at"] == merged.to_dict()["computed_at"]
+
+
+def test_a_closed_window_backlog_gets_every_summary_first_and_the_sla_waits_for_details(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """Six closed windows waiting, claims of two: the claims take the six summaries, then
+    the six details (each due at its summary's claim, behind the data that waited). In
+    between, the SLA report and the exporter's streak outcomes read the interval
+    objective as pending; once the details are stored they decide it from the intervals,
+    as the objective does on an independent full computation of the same sums."""
+    objective = {"metric": "auc_roc", "op": ">=", "target": 0.8}
+    model = register_model(factory, window="1h", sla=[objective])
+    starts = window_starts(model, 6, end=utcnow() - timedelta(hours=1))
+    rng = np.random.default_rng(48)
+    for start in starts:
+        post_batch(factory, model, settings, at=start, rng=rng, n=600)
+
+    tiers: list[tuple[datetime, bool]] = []
+    summaries: dict[datetime, ClaimedWindow] = {}
+    checked = False
+    while True:
+        with factory() as session:
+            group = claim_windows(session, lease_seconds=30.0, group_size=2)
+            if not group:
+                break
+            refresh_group(session, group, ReferenceCache(), detail_interval_seconds=INTERVAL)
+        for claimed in group:
+            start = claimed.claim.window_start
+            tiers.append((start, start in summaries))
+            summaries.setdefault(start, claimed)
+        if len(summaries) == len(starts) and len(tiers) == len(starts):
+            report = sla_report(
+                factory, model, starts[0], starts[-1] + timedelta(hours=1), utcnow()
+            )
+            assert [w["status"] for w in report["windows"]] == ["pending"] * len(starts)
+            for window in report["windows"]:
+                (result,) = window["objectives"]
+                assert result["status"] == "pending" and result["value"] is not None
+                assert (result["lower"], result["upper"]) == (None, None)
+            assert report["summary"]["windows_pending"] == len(starts)
+            assert report["summary"]["compliance_ratio"] is None
+            assert set(streak_outcomes(factory, model)) == {None}
+            checked = True
+    assert [detail for _, detail in tiers] == [False] * 6 + [True] * 6  # summaries first
+    assert checked
+    assert sorted(start for start, _ in tiers[:6]) == starts
+
+    stored = metrics_rows(factory, model.id)
+    report = sla_report(factory, model, starts[0], starts[-1] + timedelta(hours=1), utcnow())
+    statuses = [w["objectives"][0]["status"] for w in report["windows"]]
+    expected = []
+    for start in starts:
+        row = stored[(ALL_SEGMENTS, start)]
+        assert row.detail_version == row.aggregate_version == 1 and row.curves is not None
+        full = compute_window_result(model, summaries[start].sums, None)
+        assert (row.metrics, row.intervals) == (full.metrics, full.intervals)
+        bounds = full.intervals["auc_roc"]
+        decided = Objective("auc_roc", ">=", 0.8).status(
+            full.metrics["auc_roc"], bounds["lower"], bounds["upper"]
+        )
+        expected.append(str(decided))
+    assert statuses == expected and "pending" not in statuses
+    assert streak_outcomes(factory, model) == [s == "breached" for s in expected]
+
+
+def sla_report(
+    factory: sessionmaker[Session],
+    model: ModelConfig,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+) -> dict[str, Any]:
+    with factory() as session:
+        report = read_sla_report(session, model, segment=None, start_from=start, to=end, now=now)
+    return report.to_dict()
+
+
+def streak_outcomes(factory: sessionmaker[Session], model: ModelConfig) -> list[bool | None]:
+    """The exporter's breach outcome of each stored window of ``model``, in start order."""
+    objectives = {model.id: [Objective.from_document(o) for o in model.sla]}
+    with factory() as session:
+        rows = metrics_rows(factory, model.id)
+        keys = [(model.id, seg, start, row.computed_at) for (seg, start), row in rows.items()]
+        outcomes = read_outcomes(session, keys, objectives)
+    return [outcomes[key].breached[0] for key in sorted(outcomes, key=lambda k: k[2])]
 
 
 def test_an_open_windows_detail_falls_due_at_its_end(
@@ -190,7 +288,7 @@ def test_claims_take_the_older_of_change_and_detail_due(
     rng = np.random.default_rng(45)
     for start in (a, b, c, d):
         post_batch(factory, model, settings, at=start, rng=rng)
-    while refresh(factory) is not None:  # every window refreshed (full: they are closed)
+    while refresh(factory) is not None:  # every window refreshed (summary, then detail)
         pass
     now = utcnow()
     set_due(factory, model, a, now + timedelta(hours=1))  # not due yet: never claimed
@@ -202,10 +300,11 @@ def test_claims_take_the_older_of_change_and_detail_due(
     order = []
     while (claimed := refresh(factory)) is not None:
         order.append((claimed.claim.window_start, len(claimed.batch_ids)))
-    assert order == [(c, 0), (b, 1), (d, 1)]
+    # b and d are closed: their summaries first, their details due at those claims, after
+    assert order == [(c, 0), (b, 1), (d, 1), (b, 0), (d, 0)]
     rows = {r.window_start: r for r in aggregate_rows(factory, model.id)}
     assert rows[a].detail_due_at is not None  # still waiting for its time
-    assert all(rows[s].detail_due_at is None for s in (b, c, d))  # closed: full refreshes
+    assert all(rows[s].detail_due_at is None for s in (b, c, d))  # their details are done
 
 
 def test_a_settings_change_makes_the_detail_due_now(

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db import queue
-from app.db.models import ALL_SEGMENTS, BatchDelta
+from app.db.models import ALL_SEGMENTS, BatchDelta, WindowAggregate
 from app.db.session import write_transaction
 from app.services.models.config import ModelConfig
 from app.services.refresh import groups as window_refresh
@@ -281,8 +281,9 @@ def test_a_database_error_while_computing_stores_nothing_of_the_group(
 def test_a_group_stores_full_and_summary_results_side_by_side(
     factory: sessionmaker[Session], settings: Settings
 ) -> None:
-    """A closed window gets a full refresh and the open one a summary in the same group:
-    the summary keeps the open window's stored detail, the full result stamps its own."""
+    """A closed window whose detail is due gets a full refresh and the open one a summary
+    in the same group: the summary keeps the open window's stored detail, the full result
+    stamps its own."""
     model = register_model(factory, window="1w")
     *others, closed, current = window_starts(model, 4)
     rng = np.random.default_rng(17)
@@ -296,6 +297,13 @@ def test_a_group_stores_full_and_summary_results_side_by_side(
     assert before.detail_version == 1 and before.curves is not None
     for start in (current, *others):  # 4 windows wait: a claim takes the 2 oldest changes
         post_batch(factory, model, settings, at=start, rng=rng)
+    with factory() as session, write_transaction(session):  # as after the closed one's summary
+        due = queue.database_now(session)
+        session.execute(
+            sa.update(WindowAggregate)
+            .where(WindowAggregate.model_id == model.id, WindowAggregate.window_start == closed)
+            .values(detail_due_at=due)
+        )
 
     group = _claim(factory, group_size=2)
     assert [c.claim.window_start for c in group] == [closed, current]

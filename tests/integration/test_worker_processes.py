@@ -86,10 +86,11 @@ def _read_lines(worker: WorkerProcess) -> None:
 
 
 @pytest.fixture
-def start_worker(pg_url: str, tmp_path: Path) -> Iterator[Callable[[str], WorkerProcess]]:
+def start_worker(pg_url: str, tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
 
-    def start(name: str) -> WorkerProcess:
+    def start(name: str, **settings: str) -> WorkerProcess:
+        """A worker process; ``settings`` add ``PRIORWATCH_WORKER_<NAME>`` variables."""
         url = make_url(pg_url).update_query_dict({"application_name": APP_PREFIX + name})
         env = {
             **os.environ,
@@ -97,6 +98,7 @@ def start_worker(pg_url: str, tmp_path: Path) -> Iterator[Callable[[str], Worker
             "PRIORWATCH_WORKER_LEASE_SECONDS": str(LEASE_SECONDS),
             "PRIORWATCH_WORKER_POLL_INTERVAL_SECONDS": "0.05",
             "PRIORWATCH_WORKER_BACKOFF_MAX_SECONDS": "0.5",
+            **{f"PRIORWATCH_WORKER_{k.upper()}": v for k, v in settings.items()},
         }
         proc = subprocess.Popen(
             _worker_command(),
@@ -173,9 +175,11 @@ def stop_gracefully(worker: WorkerProcess) -> int:
 
 
 def test_two_workers_share_the_backlog_and_never_compute_a_window_twice(
-    factory: sessionmaker[Session], settings: Settings, start_worker: Callable[[str], WorkerProcess]
+    factory: sessionmaker[Session], settings: Settings, start_worker: Callable[..., WorkerProcess]
 ) -> None:
-    workers = [start_worker("a"), start_worker("b")]
+    # every refresh full: one claim per window (summary first would claim a closed
+    # window a second time for its detail, test_tiered_refresh.py)
+    workers = [start_worker(name, detail_interval_seconds="0") for name in ("a", "b")]
     for w in workers:
         w.wait_for_line("worker ready")
     model = register_model(factory, segments=["eu"])

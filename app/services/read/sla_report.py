@@ -14,9 +14,11 @@ Per window and objective the status is decided from the evidence
 ``inconclusive`` from the credible interval, or ``met`` / ``breached`` from
 the point value where it decides; ``insufficient_data`` when the metric is
 undefined or a class has fewer than ``min_class_count`` examples; ``pending``
-while the window waits for the worker. A window is ``breached`` when any
-objective is breached, ``met`` when all are met, ``inconclusive`` when some
-is inconclusive, else ``insufficient_data``. The compliance ratio is
+while the window waits for the worker, or while the interval that decides an
+objective is not of the window's current data (its detail follows its
+summary). A window is ``breached`` when any objective is breached, ``met``
+when all are met, ``inconclusive`` when some is inconclusive, else
+``insufficient_data``. The compliance ratio is
 met / (met + breached); inconclusive, insufficient and pending windows are
 counted beside it and enter no ratio.
 
@@ -53,7 +55,8 @@ RULE = (
     "inconclusive otherwise or when the window has no interval. evidence=point (the "
     "client's choice, or a metric without an interval): met or breached from the point "
     "value alone. insufficient_data: the metric is undefined or a class is too scarce; "
-    "pending: the window waits for the worker. A window is breached when any objective is "
+    "pending: the window waits for the worker, or the interval of its current data is not "
+    "computed yet. A window is breached when any objective is "
     "breached, met when all are met, inconclusive when some objective is inconclusive. "
     "compliance_ratio = met / (met + breached); inconclusive, insufficient_data and pending "
     "windows are counted beside it and enter no ratio."

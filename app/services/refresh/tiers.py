@@ -13,8 +13,14 @@ The detail is due when
   size, so fewer than twice the group size were waiting. Tiers only matter
   under a backlog; with a short queue every refresh is full, and a user
   who posts a batch reads curves and intervals of it at once;
-* the window has closed (its end has passed): its first refresh after the
-  end is full, so a closed window's final data gets exactly one full refresh;
+* the window has closed (its end has passed) and its due time has passed.
+  Under a backlog a closed window's refresh is first a summary
+  (**summary first**), which makes its detail due at the claim's time, so
+  its detail is claimed behind the data that was waiting then: a backlog of
+  closed windows gets every summary before the details, and every detail
+  follows within the time the queue takes to reach it. The budget does not
+  defer a closed window's detail, so a closed window's final data gets
+  exactly one full refresh;
 * its due time ``window_aggregate.detail_due_at`` has passed. A summary
   refresh sets it to the earliest of the time already set, its own time
   plus the window's **detail delay** and the window's end (so the detail
@@ -68,7 +74,8 @@ def detail_due(
     window_end : datetime
         The end of the window (start plus the model's window length).
     detail_due_at : datetime or None
-        The window's due time (None: no detail is due before the window ends).
+        The window's due time (None: no detail is due before the window ends;
+        a closed window then gets its summary first).
     detail_interval_seconds : float
         The worker setting; 0 makes every refresh full.
     backlog : bool
@@ -76,11 +83,12 @@ def detail_due(
         the refresh full.
     budget_allows : bool
         The worker's detail budget has room (:mod:`app.services.refresh.budget`);
-        False defers a detail due by its time alone.
+        False defers a detail due by its time alone (not a closed window's).
     """
-    if not backlog or detail_interval_seconds <= 0 or now >= window_end:
+    if not backlog or detail_interval_seconds <= 0:
         return True
-    return detail_due_at is not None and detail_due_at <= now and budget_allows
+    overdue = detail_due_at is not None and detail_due_at <= now
+    return overdue and (budget_allows or now >= window_end)
 
 
 DETAIL_SPREAD = 0.5
@@ -114,8 +122,12 @@ def next_detail_due(
     after the first change it does not include, and refreshes of a busy
     window do not postpone it. ``phase`` (:func:`detail_phase`, in [0, 1))
     sets the delay: the interval times ``1 - DETAIL_SPREAD * phase``. A due
-    time already passed belongs to a deferred detail and is replaced.
+    time already passed belongs to a deferred detail and is replaced. A
+    closed window's detail is due at ``now``: behind every change that
+    waited before this claim, ahead of every later one (summary first).
     """
+    if now >= window_end:
+        return now
     delay = detail_interval_seconds * (1.0 - DETAIL_SPREAD * phase)
     due = min(now + timedelta(seconds=delay), window_end)
     if detail_due_at is None or detail_due_at <= now:

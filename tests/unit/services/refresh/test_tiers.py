@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from builders import model_config, sample, sums_of
 
-from app.exporter.streaks import window_outcomes
+from app.exporter.streaks import streak, window_outcomes
 from app.metrics.confusion import ConfusionCounts
 from app.services.models.config import ModelConfig
 from app.services.read.sla_report import window_results
@@ -20,7 +20,7 @@ from app.services.refresh.tiers import DETAIL_SPREAD, detail_due, detail_phase, 
 from app.services.windows.compute import Tier, WindowResult, compute_window_result
 from app.services.windows.sums import WindowSums
 from app.sla.objectives import (
-    STALE_DETAIL_REASON,
+    DETAIL_PENDING_REASON,
     Objective,
     evaluate_objective,
 )
@@ -41,12 +41,16 @@ MINUTE = timedelta(minutes=1)
         (T0 + MINUTE, T0 + 2 * MINUTE, 300.0, False),  # due later
         (T0 + 2 * MINUTE, T0 + 2 * MINUTE, 300.0, True),  # due now
         (T0 + 3 * MINUTE, T0 + 2 * MINUTE, 300.0, True),  # overdue
-        (END, None, 300.0, True),  # the window has closed
-        (END + MINUTE, None, 300.0, True),
+        (END, None, 300.0, False),  # closed, no due time: the summary first
+        (END + MINUTE, None, 300.0, False),
+        (END + MINUTE, END + MINUTE, 300.0, True),  # closed, due since its summary
+        (END + MINUTE, END, 300.0, True),  # closed, due at its end while open
+        (END + MINUTE, END + 2 * MINUTE, 300.0, False),
         (T0 + MINUTE, None, 0.0, True),  # 0: every refresh is full
+        (END, None, 0.0, True),
     ],
 )
-def test_detail_is_due_when_closed_overdue_or_always(
+def test_detail_is_due_when_overdue_or_always(
     now: datetime, due_at: datetime | None, interval: float, full: bool
 ) -> None:
     assert (
@@ -56,15 +60,30 @@ def test_detail_is_due_when_closed_overdue_or_always(
 
 
 def test_without_a_backlog_every_refresh_is_full() -> None:
-    for due_at in (None, T0 + 2 * MINUTE):
-        short = detail_due(
-            now=T0 + MINUTE,
+    for now in (T0 + MINUTE, END + MINUTE):
+        for due_at in (None, T0 + 2 * MINUTE, END + 2 * MINUTE):
+            short = detail_due(
+                now=now,
+                window_end=END,
+                detail_due_at=due_at,
+                detail_interval_seconds=300.0,
+                backlog=False,
+            )
+            assert short is True
+
+
+def test_the_budget_defers_an_open_windows_detail_but_never_a_closed_ones() -> None:
+    def full(now: datetime, due_at: datetime) -> bool:
+        return detail_due(
+            now=now,
             window_end=END,
             detail_due_at=due_at,
             detail_interval_seconds=300.0,
-            backlog=False,
+            budget_allows=False,
         )
-        assert short is True
+
+    assert full(T0 + 3 * MINUTE, T0 + 2 * MINUTE) is False
+    assert full(END + MINUTE, END) is True
 
 
 def test_a_summary_sets_the_earliest_due_time() -> None:
@@ -77,6 +96,10 @@ def test_a_summary_sets_the_earliest_due_time() -> None:
     assert due(T0 + 2 * MINUTE, T0 + 5 * MINUTE) == T0 + 5 * MINUTE  # not postponed
     assert due(T0 + 2 * MINUTE, T0 + 10 * MINUTE) == T0 + 7 * MINUTE
     assert due(END - MINUTE, None) == END  # never after the window's end
+    # closed: due at the summary's own time, behind the changes that waited before it
+    assert due(END, None) == END
+    assert due(END + 7 * MINUTE, None) == END + 7 * MINUTE
+    assert due(END + 7 * MINUTE, END + 9 * MINUTE) == END + 7 * MINUTE
 
 
 def test_the_phase_sets_a_delay_between_half_the_interval_and_the_interval() -> None:
@@ -216,16 +239,23 @@ def test_a_full_result_is_stored_as_it_is_with_its_own_stamp() -> None:
 AUC = {"auc_roc": {"lower": 0.55, "upper": 0.9, "level": 0.95}}
 
 
-def test_an_objective_on_an_older_detail_interval_is_decided_by_the_point_value() -> None:
+def test_an_objective_on_an_older_detail_interval_is_pending() -> None:
     objective = Objective("auc_roc", ">=", 0.6)
     current = evaluate_objective(objective, {"auc_roc": 0.8}, AUC)
     assert (current.status, current.lower) == ("inconclusive", 0.55)
-    older = evaluate_objective(objective, {"auc_roc": 0.8}, AUC, detail_current=False)
-    assert (older.status, older.lower, older.upper) == ("met", None, None)
-    assert older.reason == STALE_DETAIL_REASON.format(name="auc_roc")
-    assert older.to_dict()["evidence"] == "point"
-    low = evaluate_objective(objective, {"auc_roc": 0.5}, AUC, detail_current=False)
-    assert low.status == "breached"
+    for value in (0.8, 0.5):  # a point value on either side of the target decides nothing
+        older = evaluate_objective(objective, {"auc_roc": value}, AUC, detail_current=False)
+        assert (older.status, older.value, older.lower, older.upper) == (
+            "pending",
+            value,
+            None,
+            None,
+        )
+        assert older.reason == DETAIL_PENDING_REASON.format(name="auc_roc")
+        assert older.to_dict()["evidence"] == "interval"
+    for intervals in ({}, None):  # a summary's window: no interval at all yet
+        bare = evaluate_objective(objective, {"auc_roc": 0.5}, intervals, detail_current=False)
+        assert bare.status == "pending"
     missing = evaluate_objective(objective, {"auc_roc": None}, AUC, detail_current=False)
     assert missing.status == "insufficient_data"
 
@@ -235,9 +265,11 @@ def test_credible_intervals_follow_the_stamp_and_point_objectives_are_not_affect
     objective = Objective("recall", ">=", 0.6)
     assert evaluate_objective(objective, {"recall": 0.8}, recall).status == "inconclusive"
     older = evaluate_objective(objective, {"recall": 0.8}, recall, detail_current=False)
-    assert (older.status, older.lower, older.upper) == ("met", None, None)
+    assert (older.status, older.lower, older.upper) == ("pending", None, None)
     point = Objective("auc_roc", ">=", 0.6, "point")
-    assert evaluate_objective(point, {"auc_roc": 0.8}, AUC, detail_current=False).reason is None
+    for value, status in ((0.8, "met"), (0.5, "breached")):
+        stale = evaluate_objective(point, {"auc_roc": value}, AUC, detail_current=False)
+        assert (stale.status, stale.reason) == (status, None)
 
 
 def _view(detail_version: int | None, detail_at: datetime | None) -> WindowView:
@@ -273,13 +305,16 @@ def test_the_read_model_shows_the_detail_stamp_and_the_report_follows_it() -> No
     }
     assert none.to_dict()["detail"] is None and not none.detail_current
     assert window_results(objective, current)[0].status == "inconclusive"
-    assert window_results(objective, older)[0].status == "met"
-    assert window_results(objective, none)[0].status == "met"
+    assert window_results(objective, older)[0].status == "pending"
+    assert window_results(objective, none)[0].status == "pending"
 
 
 def test_exporter_streak_outcomes_follow_the_detail_stamp() -> None:
     objective = (Objective("auc_roc", ">=", 0.6),)
     low = {"auc_roc": {"lower": 0.3, "upper": 0.5}}
     assert window_outcomes(objective, (), {"auc_roc": 0.8}, low).breached == (True,)
-    stale = window_outcomes(objective, (), {"auc_roc": 0.8}, low, detail_current=False)
-    assert stale.breached == (False,)
+    for value in (0.8, 0.4):  # pending whatever the point value: untested
+        stale = window_outcomes(objective, (), {"auc_roc": value}, low, detail_current=False)
+        assert stale.breached == (None,)
+    # a window pending its detail neither ends nor extends a breach streak
+    assert streak([True, stale.breached[0], True, False]) == 2
