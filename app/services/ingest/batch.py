@@ -28,10 +28,18 @@ Order of work for ``POST /v1/models/{name}/batches``:
    aggregate row); the worker folds the deltas into the aggregates later
    (app/services/refresh/groups.py).
 
-On PostgreSQL steps 2-4 share one transaction (the advisory lock of step 2
-lives until the commit), step 3 is one pipelined round trip and the inserts
-of step 4 one statement; on SQLite the write transaction of step 4 starts
-with BEGIN IMMEDIATE after the reads, so only the inserts are serialised.
+On PostgreSQL, while this process's totals of the window and the model and
+its tally of the unfolded deltas are fresh (all but about one batch a
+second per window), steps 2-4 are one prepared statement in autocommit,
+one round trip (:func:`_store_at_once`): it takes the advisory lock, finds
+no batch with the key, checks the cached authorisation and that every
+aggregate of the window exists with room for the batch, and inserts the
+batch row and its deltas, or writes nothing; then (a replay, a key in
+flight, the window's first batch...) the full path below decides. Otherwise
+steps 2-4 share one transaction (the advisory lock of step 2 lives until
+the commit), step 3 is one pipelined round trip and the inserts of step 4
+one statement; on SQLite the write transaction of step 4 starts with BEGIN
+IMMEDIATE after the reads, so only the inserts are serialised.
 """
 
 from __future__ import annotations
