@@ -52,8 +52,9 @@ def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
     connection (libpq ``connect_timeout``), a statement and a row lock
     (PostgreSQL ``statement_timeout`` and ``lock_timeout``, set for every
     session as connection options), SQLite's write lock (busy timeout). Pooled
-    connections are tested before use (``pool_pre_ping``), so the pool
-    recovers by itself after the server restarted.
+    connections are tested before use, so the pool recovers by itself after
+    the server restarted: with psycopg by a look at the socket
+    (:func:`_check_alive`, no round trip), otherwise by ``pool_pre_ping``.
     """
     settings = settings or Settings(database_url=database_url)
     url = make_url(database_url)
