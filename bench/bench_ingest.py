@@ -36,8 +36,9 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -45,7 +46,13 @@ import httpx
 import numpy as np
 import orjson
 import sqlalchemy as sa
-from _common import batch_body, migrated_postgres_database, wait_drained, worker_processes
+from _common import (
+    batch_body,
+    cpu_seconds,
+    migrated_postgres_database,
+    wait_drained,
+    worker_processes,
+)
 from fastapi import Request
 from sqlalchemy.orm import Session
 from starlette.responses import Response
@@ -135,10 +142,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Served:
+    """A server started by :func:`server`: its base URL and process id."""
+
+    base: str
+    pid: int
+
+
 @contextmanager
 def server(
     database_url: str, *, embedded_worker: bool = False, bare: bool = False
-) -> Iterator[str]:
+) -> Iterator[Served]:
     """The service plus its in-app ceiling routes, or (``bare``) the bare append endpoint."""
     port = _free_port()
     here = Path(__file__).resolve().parent
@@ -159,7 +174,7 @@ def server(
             time.sleep(0.1)
         else:
             raise RuntimeError("the server did not become ready")
-        yield base
+        yield Served(base, proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -236,7 +251,8 @@ def bench_backend(backend: str, rows: int, batches: int, rounds: int) -> None:
     with database(backend) as url:
         if url is None:
             return
-        with server(url) as base:
+        with server(url) as served:
+            base = served.base
             headers = _register(base)
             bodies = [make_body(rows, seed) for seed in range(4)]
             mb = len(bodies[0]) / 1e6
@@ -285,13 +301,25 @@ def _wal_lsn(database_url: str) -> int | None:
         engine.dispose()
 
 
+def _timed(served: Served, cpu: list[float], run: Callable[[], float], batches: int) -> float:
+    """``run()``'s seconds; the CPU milliseconds per batch of ``served``'s process
+    meanwhile are appended to ``cpu``."""
+    before = cpu_seconds(served.pid)
+    seconds = run()
+    cpu.append((cpu_seconds(served.pid) - before) * 1e3 / batches)
+    return seconds
+
+
 def bench_small(backend: str, rows: int, batches: int, clients: int, rounds: int) -> None:
     """Small batches from concurrent clients into one window, a worker running.
 
     Each round posts the same batches to the bare append endpoint (its own
     process, ``bare_append.py``), to the in-app ceiling ``/bench/append`` and
     to the ingestion; rates are the best round's, ratios the median of the
-    rounds' (the three runs of a round share the machine's state).
+    rounds' (the three runs of a round share the machine's state). The CPU
+    time of each server process per batch (median of the rounds) does not
+    depend on what else runs on the machine; on SQLite the service's includes
+    its embedded worker's folds.
     """
     with database(backend) as url:
         if url is None:
@@ -299,42 +327,57 @@ def bench_small(backend: str, rows: int, batches: int, clients: int, rounds: int
         embedded = backend == "sqlite"
         engine = sa.create_engine(url)
         with (
-            server(url, embedded_worker=embedded) as base,
+            server(url, embedded_worker=embedded) as service,
             server(url, bare=True) as bare,
             tempfile.TemporaryDirectory() as logdir,
         ):
-            headers = _register(base)
+            headers = _register(service.base)
+            bare_url = f"{bare.base}/append"
+            in_app_url = f"{service.base}/bench/append"
+            ingest_url = f"{service.base}/v1/models/bench/batches"
             with worker_processes(url, 1, Path(logdir)) if not embedded else nullcontext():
                 bodies = [make_body(rows, seed) for seed in range(64)]
-                run_clients(f"{bare}/append", headers, bodies, clients, 4)  # warm up
-                run_clients(f"{base}/bench/append", headers, bodies, clients, 4)
-                run_clients(f"{base}/v1/models/bench/batches", headers, bodies, clients, 4)
+                for warm_up in (bare_url, in_app_url, ingest_url):
+                    run_clients(warm_up, headers, bodies, clients, 4)
                 per_client = max(1, batches // clients)
                 n = clients * per_client
                 bares, in_apps, ingests = [], [], []
+                cpu_bare: list[float] = []
+                cpu_in_app: list[float] = []
+                cpu_ingest: list[float] = []
                 latencies: list[float] = []
                 wal_ceiling = wal_ingest = None
                 for _ in range(rounds):
                     wait_drained(engine, poll_seconds=0.2)
                     bares.append(
-                        run_clients(f"{bare}/append", headers, bodies, clients, per_client)
+                        _timed(
+                            bare,
+                            cpu_bare,
+                            lambda: run_clients(bare_url, headers, bodies, clients, per_client),
+                            n,
+                        )
                     )
                     before = _wal_lsn(url)
                     in_apps.append(
-                        run_clients(f"{base}/bench/append", headers, bodies, clients, per_client)
+                        _timed(
+                            service,
+                            cpu_in_app,
+                            lambda: run_clients(in_app_url, headers, bodies, clients, per_client),
+                            n,
+                        )
                     )
                     after = _wal_lsn(url)
                     if before is not None and after is not None:
                         wal_ceiling = (after - before) / n
                     before = _wal_lsn(url)
                     ingests.append(
-                        run_clients(
-                            f"{base}/v1/models/bench/batches",
-                            headers,
-                            bodies,
-                            clients,
-                            per_client,
-                            latencies,
+                        _timed(
+                            service,
+                            cpu_ingest,
+                            lambda: run_clients(
+                                ingest_url, headers, bodies, clients, per_client, latencies
+                            ),
+                            n,
                         )
                     )
                     # the worker's folds and results of these batches count too
@@ -360,7 +403,10 @@ def bench_small(backend: str, rows: int, batches: int, clients: int, rounds: int
             f"    ratio to bare {np.median(bare_ratios):5.2f} "
             f"(rounds {bare_ratios.min():.2f}-{bare_ratios.max():.2f}, target >= 0.6)   "
             f"ratio to in-app {np.median(in_app_ratios):5.2f} "
-            f"(rounds {in_app_ratios.min():.2f}-{in_app_ratios.max():.2f}){wal}"
+            f"(rounds {in_app_ratios.min():.2f}-{in_app_ratios.max():.2f})\n"
+            f"    server CPU per batch: ingest {np.median(cpu_ingest):.2f} ms   bare append "
+            f"{np.median(cpu_bare):.2f} ms   in-app append {np.median(cpu_in_app):.2f} ms   "
+            f"(bare / ingest {np.median(cpu_bare) / np.median(cpu_ingest):.2f}){wal}"
         )
 
 

@@ -66,9 +66,16 @@ class ResponseGuardMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = asyncio.Event()
-        abandoned = False
-        clock = _Clock(self.deadline_seconds)
+        answer = _Answer(send)
+        if scope.get("path") in self.exempt_paths:
+            await self._run(scope, receive, answer)
+            return
+        # One task runs the request; this one waits until its answer starts, it
+        # ends or the clock expires, whichever comes first (each resolves ``decided``
+        # from a callback: no task of their own).
+        decided = asyncio.get_running_loop().create_future()
+        answer.decided = decided
+        clock = _Clock(self.deadline_seconds, decided)
 
         async def clocked_receive() -> Message:
             clock.pause()  # waiting for the client is not waiting for the database
@@ -77,29 +84,17 @@ class ResponseGuardMiddleware:
             finally:
                 clock.restart()
 
-        async def guarded_send(message: Message) -> None:
-            if abandoned:
-                return
-            if message["type"] == "http.response.start":
-                started.set()
-            await send(message)
-
-        if scope.get("path") in self.exempt_paths:
-            await self._run(scope, receive, guarded_send, started)
-            return
         clock.restart()
-        task = asyncio.ensure_future(self._run(scope, clocked_receive, guarded_send, started))
-        waiters = {asyncio.ensure_future(started.wait()), asyncio.ensure_future(clock.wait())}
+        task = asyncio.ensure_future(self._run(scope, clocked_receive, answer))
+        task.add_done_callback(lambda _: _decide(decided))
         try:
-            await asyncio.wait({task, *waiters}, return_when=asyncio.FIRST_COMPLETED)
+            await decided
         finally:
             clock.stop()
-            for waiter in waiters:
-                waiter.cancel()
-        if task.done() or started.is_set():
+        if task.done() or answer.started:
             await task
             return
-        abandoned = True
+        answer.abandoned = True
         task.add_done_callback(_retrieve)
         log.warning(
             "%s %s: no answer within %.1f s of the body read (database not answering?); "
@@ -115,28 +110,52 @@ class ResponseGuardMiddleware:
         )
         await response(scope, receive, send)
 
-    async def _run(
-        self, scope: Scope, receive: Receive, send: Send, started: asyncio.Event
-    ) -> None:
+    async def _run(self, scope: Scope, receive: Receive, answer: _Answer) -> None:
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, answer.send)
         except ClientDisconnect:  # the client left while sending its body: nobody to answer
             log.info("%s %s: the client disconnected", scope.get("method"), scope.get("path"))
         except Exception as exc:
-            if started.is_set():
+            if answer.started:
                 raise  # the answer is under way: only closing the connection is left
             log.error(
                 "unhandled error on %s %s", scope.get("method"), scope.get("path"), exc_info=exc
             )
-            await internal_error_response(scope.get("path"))(scope, receive, send)
+            await internal_error_response(scope.get("path"))(scope, receive, answer.send)
+
+
+class _Answer:
+    """The sending side of one request: whether its answer has started, and whether
+    it was abandoned (a 503 was sent instead: what the request sends later is dropped)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.abandoned = False
+        self.decided: asyncio.Future[None] | None = None
+
+    async def send(self, message: Message) -> None:
+        if self.abandoned:
+            return
+        if message["type"] == "http.response.start":
+            self.started = True
+            if self.decided is not None:
+                _decide(self.decided)
+        await self._send(message)
+
+
+def _decide(decided: asyncio.Future[None]) -> None:
+    if not decided.done():
+        decided.set_result(None)
 
 
 class _Clock:
-    """Expires ``seconds`` after its last :meth:`restart`, unless paused or stopped."""
+    """Resolves ``expired`` ``seconds`` after its last :meth:`restart`, unless paused
+    or stopped."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, expired: asyncio.Future[None]) -> None:
         self.seconds = seconds
-        self._expired = asyncio.Event()
+        self._expired = expired
         self._timer: asyncio.TimerHandle | None = None
         self._stopped = False
 
@@ -144,7 +163,7 @@ class _Clock:
         self.pause()
         if not self._stopped:
             loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(self.seconds, self._expired.set)
+            self._timer = loop.call_later(self.seconds, _decide, self._expired)
 
     def pause(self) -> None:
         if self._timer is not None:
@@ -155,9 +174,6 @@ class _Clock:
         """Pause for good (the request was answered or abandoned)."""
         self._stopped = True
         self.pause()
-
-    async def wait(self) -> None:
-        await self._expired.wait()
 
 
 def _retrieve(task: asyncio.Future[None]) -> None:

@@ -1,9 +1,10 @@
 """Several reads in one round trip: a psycopg pipeline on PostgreSQL.
 
 :func:`read_all` runs Core statements through the driver's pipeline mode, each
-compiled once per dialect (:func:`_driver_sql`) and its values bound as
+compiled once per dialect (:func:`driver_sql`) and its values bound as
 SQLAlchemy binds them; a driver error is raised as SQLAlchemy's. The
-admission of a batch (:func:`app.db.queries.read_admission`) reads with it.
+admission of a batch (:func:`app.db.queries.read_admission`) reads with it, and
+its one-statement store runs a prepared statement compiled the same way.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from typing import Any
 
 import psycopg
 from sqlalchemy import CompoundSelect
+from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql import ClauseElement, Select
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -32,17 +35,17 @@ def read_all(session: Session, reads: Sequence[tuple[Read, dict[str, Any]]]) -> 
         return [list(connection.execute(statement, params)) for statement, params in reads]
     driver = connection.connection.driver_connection
     assert driver is not None
-    with _as_dbapi_error(), ExitStack() as stack:
+    with as_dbapi_error(), ExitStack() as stack:
         cursors = [stack.enter_context(driver.cursor()) for _ in reads]
         with driver.pipeline():
             for cursor, (statement, params) in zip(cursors, reads, strict=True):
-                compiled = _driver_sql(statement, session)
+                compiled = driver_sql(statement, session.get_bind().dialect)
                 cursor.execute(compiled.sql, compiled.params(params))
         return [cursor.fetchall() for cursor in cursors]
 
 
 @dataclass(frozen=True)
-class _DriverSql:
+class DriverSql:
     """A Core statement compiled for the driver: its SQL text and how to bind values."""
 
     sql: str
@@ -57,12 +60,11 @@ class _DriverSql:
         }
 
 
-_DRIVER_SQL: dict[tuple[int, str], _DriverSql] = {}
+_DRIVER_SQL: dict[tuple[int, str], DriverSql] = {}
 
 
-def _driver_sql(statement: ClauseElement, session: Session) -> _DriverSql:
+def driver_sql(statement: ClauseElement, dialect: Dialect) -> DriverSql:
     """``statement`` compiled once per dialect, for a driver cursor (named parameters)."""
-    dialect = session.get_bind().dialect
     cache_key = (id(statement), dialect.name)
     if cache_key not in _DRIVER_SQL:
         compiled = statement.compile(dialect=dialect)
@@ -72,15 +74,22 @@ def _driver_sql(statement: ClauseElement, session: Session) -> _DriverSql:
             processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
             if processor is not None:
                 processors[name] = processor
-        _DRIVER_SQL[cache_key] = _DriverSql(compiled.string, compiled, processors)
+        _DRIVER_SQL[cache_key] = DriverSql(compiled.string, compiled, processors)
     return _DRIVER_SQL[cache_key]
 
 
 @contextmanager
-def _as_dbapi_error() -> Iterator[None]:
+def as_dbapi_error(pooled: PoolProxiedConnection | None = None) -> Iterator[None]:
     """Raise a driver error met outside SQLAlchemy as SQLAlchemy would (``IntegrityError``,
-    ``OperationalError``...: what the API's error handlers know)."""
+    ``OperationalError``...: what the API's error handlers know). A ``pooled``
+    connection that the error left broken is invalidated (the pool replaces it)."""
     try:
         yield
     except psycopg.Error as exc:
-        raise DBAPIError.instance(None, None, exc, psycopg.Error) from exc
+        broken = pooled is not None and pooled.driver_connection.closed  # type: ignore[union-attr]
+        if broken:
+            assert pooled is not None
+            pooled.invalidate(exc)
+        raise DBAPIError.instance(
+            None, None, exc, psycopg.Error, connection_invalidated=broken
+        ) from exc

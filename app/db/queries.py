@@ -5,21 +5,26 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import orjson
+import psycopg
 from sqlalchemy import (
+    CTE,
     BigInteger,
     ColumnElement,
     CompoundSelect,
+    Connection,
+    Engine,
     Float,
     Insert,
     Integer,
     String,
     Table,
+    and_,
     bindparam,
     cast,
     exists,
@@ -27,6 +32,7 @@ from sqlalchemy import (
     insert,
     literal,
     null,
+    or_,
     select,
     true,
     union_all,
@@ -35,7 +41,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, WindowAggregate
-from app.db.pipeline import Read, read_all
+from app.db.pipeline import Read, as_dbapi_error, driver_sql, read_all
 from app.db.types import UTCDateTime
 
 
@@ -301,9 +307,17 @@ def _insert_batch_with_deltas(segments: int) -> Insert:
     """PostgreSQL: ``WITH b AS (INSERT INTO batch ...) INSERT INTO batch_delta ...``,
     one delta row per segment (``d_segment_0``...), the other delta columns
     bound once as ``d_<column>``, the batch's as ``b_<column>``."""
-    batch, delta = Batch.__table__, BatchDelta.__table__
-    assert isinstance(batch, Table) and isinstance(delta, Table)
+    batch = Batch.__table__
+    assert isinstance(batch, Table)
     new_batch = insert(batch).values(_bound_values(batch, "b_")).returning(batch.c.id).cte("b")
+    return _deltas_of(new_batch, segments)
+
+
+def _deltas_of(new_batch: CTE, segments: int) -> Insert:
+    """``INSERT INTO batch_delta``: a row per segment (``d_segment_0``...) for each
+    row of ``new_batch`` (a data-modifying CTE returning the batch's id)."""
+    delta = BatchDelta.__table__
+    assert isinstance(delta, Table)
     names = [bindparam(f"d_segment_{i}", type_=String) for i in range(segments)]
     segment_rows = union_all(*(select(name.label("segment")) for name in names)).subquery("s")
     values = _bound_values(delta, "d_")
@@ -334,6 +348,133 @@ def insert_batch(
     connection.execute(_insert_batch_with_deltas(len(segments)), params)
 
 
+@functools.cache
+def _insert_admitted_batch(
+    segments: int, with_key: bool, with_model: bool, with_token: bool
+) -> Insert:
+    """PostgreSQL: :func:`_insert_batch_with_deltas` whose batch row is written only
+    when its admission holds, checked in the same statement (``RETURNING`` the
+    delta rows: none when it does not hold).
+
+    With ``with_key``: the advisory lock ``lock_id`` is taken
+    (``pg_try_advisory_xact_lock``, held until the statement's implicit
+    transaction ends) and no batch holds ``b_idempotency_key``. Every aggregate
+    of the window exists, each counting at most ``room_<i>`` examples (segment
+    ``d_segment_<i>``). With ``with_model``: the model's settings were last
+    updated at ``model_updated_at``; with ``with_token``: the key of
+    ``token_hash`` is not revoked.
+    """
+    batch, delta = Batch.__table__, BatchDelta.__table__
+    assert isinstance(batch, Table) and isinstance(delta, Table)
+    values = _bound_values(batch, "b_")
+    model_id = values["model_id"]
+    aggregate = WindowAggregate
+    with_room = [
+        and_(
+            aggregate.segment == bindparam(f"d_segment_{i}", type_=String),
+            aggregate.n + aggregate.n_unlabelled <= bindparam(f"room_{i}", type_=BigInteger),
+        )
+        for i in range(segments)
+    ]
+    rooms = (
+        select(func.count())
+        .where(
+            aggregate.model_id == model_id,
+            aggregate.window_start == values["window_start"],
+            or_(*with_room),
+        )
+        .scalar_subquery()
+    )
+    admitted: list[ColumnElement[bool]] = [rooms == segments]
+    if with_key:
+        admitted.append(func.pg_try_advisory_xact_lock(bindparam("lock_id", type_=BigInteger)))
+        admitted.append(
+            ~exists().where(
+                Batch.model_id == model_id, Batch.idempotency_key == values["idempotency_key"]
+            )
+        )
+    if with_model:
+        updated_at = select(Model.updated_at).where(Model.id == model_id).scalar_subquery()
+        admitted.append(updated_at == bindparam("model_updated_at", type_=UTCDateTime()))
+    if with_token:
+        admitted.append(
+            exists().where(
+                ApiKey.model_id == model_id,
+                ApiKey.token_hash == bindparam("token_hash", type_=String),
+                ApiKey.revoked_at.is_(None),
+            )
+        )
+    rows = select(*values.values()).where(*admitted)
+    new_batch = insert(batch).from_select(list(values), rows).returning(batch.c.id).cte("b")
+    return _deltas_of(new_batch, segments).returning(delta.c.batch_id)
+
+
+@dataclass(frozen=True)
+class PendingBatch:
+    """A batch to store if its admission holds (:func:`read_admission`'s ``store``):
+    the columns of its ``batch`` row and of its delta (but ``segment``), and per
+    segment of its window the most examples that aggregate may hold for it to
+    fit (``app.services.windows.limits.window_room``)."""
+
+    batch: dict[str, Any]
+    delta: dict[str, Any]
+    rooms: Mapping[str, int]
+
+
+def _insert_admitted(
+    engine: Engine | Connection,
+    pending: PendingBatch,
+    lock_id: int | None,
+    credential: CachedCredential | None,
+) -> bool:
+    """Store ``pending`` in one statement if its admission holds; whether it was stored.
+
+    PostgreSQL: the batch row and its delta in each segment of its rooms (as
+    :func:`insert_batch`), on a pooled connection in autocommit, as a
+    prepared statement: one round trip, the statement's own transaction.
+    Stored only if, in that statement: the advisory lock ``lock_id`` is free
+    and no batch holds the key (when the batch has one), every aggregate of
+    the window exists holding at most its room in examples, and
+    ``credential`` still holds. Raises as SQLAlchemy does (``IntegrityError``
+    when another request stored the key meanwhile; ``OperationalError`` with
+    ``connection_invalidated`` when the connection broke, which is discarded).
+    """
+    assert isinstance(engine, Engine) and engine.dialect.name == "postgresql"
+    batch, delta, rooms = pending.batch, pending.delta, pending.rooms
+    segments = list(rooms)
+    statement = _insert_admitted_batch(
+        len(segments),
+        lock_id is not None,
+        credential is not None,
+        credential is not None and credential.token_hash is not None,
+    )
+    params = {f"b_{name}": value for name, value in batch.items()}
+    params.update((f"d_{name}", value) for name, value in delta.items())
+    for i, segment in enumerate(segments):
+        params.update({f"d_segment_{i}": segment, f"room_{i}": rooms[segment]})
+    if lock_id is not None:
+        params["lock_id"] = lock_id
+    if credential is not None:
+        params["model_updated_at"] = credential.model_updated_at
+        params["token_hash"] = credential.token_hash
+    compiled = driver_sql(statement, engine.dialect)
+    connection = engine.raw_connection()
+    try:
+        driver = connection.driver_connection
+        assert isinstance(driver, psycopg.Connection)
+        with as_dbapi_error(connection):
+            driver.autocommit = True
+            try:
+                with driver.cursor() as cursor:
+                    cursor.execute(compiled.sql, compiled.params(params), prepare=True)
+                    return cursor.fetchone() is not None
+            finally:
+                if not driver.closed:
+                    driver.autocommit = False
+    finally:
+        connection.close()
+
+
 @dataclass(frozen=True)
 class CachedCredential:
     """What a request's authorisation took from the process's cache, to be checked
@@ -358,6 +499,7 @@ class Admission:
         settings unchanged, the key not revoked); True when none was given.
     unfolded_deltas : the model's unfolded all-traffic deltas (one per batch
         not yet folded), counted up to the cap asked for; None if not asked.
+    stored : whether the batch given as ``store`` was stored.
     """
 
     locked: bool
@@ -365,6 +507,7 @@ class Admission:
     totals: ExampleTotals | None
     credential_holds: bool
     unfolded_deltas: int | None = None
+    stored: bool = False
 
 
 _TRY_LOCK = select(func.pg_try_advisory_xact_lock(bindparam("lock_id", type_=BigInteger)))
@@ -404,11 +547,18 @@ def read_admission(
     model_folded: float | None = None,
     unfolded: UnfoldedTotals | None = None,
     count_unfolded_up_to: int | None = None,
+    store: PendingBatch | None = None,
 ) -> Admission:
     """Everything a batch's admission reads, in the session's transaction: try the
     advisory lock ``lock_id`` (PostgreSQL), look ``key`` up, read the window's
     :class:`ExampleTotals`, check ``credential``, count the model's unfolded
     deltas up to ``count_unfolded_up_to`` (each if given).
+
+    ``store`` (PostgreSQL, nothing to count): instead, store that batch in one
+    statement of its own transaction if the lock is free, the key unused, the
+    credential holding and each aggregate of the window there with room for
+    it (:func:`_insert_admitted`); nothing else is read, the answer says only
+    whether it was ``stored`` (if not, the caller reads in full).
 
     ``model_folded``: the model's folded total, if the caller knows it (a recent
     read): its sum over every window of the model is then not read again.
@@ -420,6 +570,10 @@ def read_admission(
     sees every batch committed before the lock was taken, exactly as separate
     round trips would. The lock lives until the transaction ends.
     """
+    if store is not None:
+        assert count_unfolded_up_to is None
+        stored = _insert_admitted(session.get_bind(), store, lock_id, credential)
+        return Admission(True, None, None, credential_holds=True, stored=stored)
     reads: list[tuple[Read, dict[str, Any]]] = []
     if lock_id is not None:
         reads.append((_TRY_LOCK, {"lock_id": lock_id}))

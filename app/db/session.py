@@ -10,6 +10,7 @@ no lost updates between read and write). Use :func:`begin_write` for that.
 from __future__ import annotations
 
 import math
+import select
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from typing import Any
 from psycopg.pq import Format
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
@@ -51,8 +53,9 @@ def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
     connection (libpq ``connect_timeout``), a statement and a row lock
     (PostgreSQL ``statement_timeout`` and ``lock_timeout``, set for every
     session as connection options), SQLite's write lock (busy timeout). Pooled
-    connections are tested before use (``pool_pre_ping``), so the pool
-    recovers by itself after the server restarted.
+    connections are tested before use, so the pool recovers by itself after
+    the server restarted: with psycopg by a look at the socket
+    (:func:`_check_alive`, no round trip), otherwise by ``pool_pre_ping``.
     """
     settings = settings or Settings(database_url=database_url)
     url = make_url(database_url)
@@ -71,20 +74,42 @@ def make_engine(database_url: str, settings: Settings | None = None) -> Engine:
     connect_args: dict[str, Any] = {}
     if url.get_backend_name() == "postgresql":
         connect_args = postgres_connect_args(settings, url.query.get("options"))
+    psycopg_driver = url.get_driver_name() == "psycopg"
     engine = create_engine(
         url,
         pool_size=settings.database_pool_size,
         max_overflow=settings.database_pool_size,
         pool_timeout=settings.database_pool_timeout_seconds,
-        pool_pre_ping=True,
+        pool_pre_ping=not psycopg_driver,  # psycopg: _check_alive, no round trip
         connect_args=connect_args,
         json_serializer=json_text,
     )
     if url.get_backend_name() == "postgresql":
         event.listen(engine, "connect", _prefer_lz4_toast)
-    if url.get_driver_name() == "psycopg":
+    if psycopg_driver:
+        event.listen(engine, "checkout", _check_alive)
         event.listen(engine, "before_cursor_execute", _binary_results)
     return engine
+
+
+def _check_alive(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    """Test a pooled psycopg connection before use without a round trip to the server.
+
+    An idle connection has nothing to read: if its socket is readable, the
+    server has closed it (a restart, a terminated backend: the closing
+    message or the end of the stream is waiting) or sent what no idle
+    session expects; either way it is replaced, as a failed ``pool_pre_ping``
+    would have it (``DisconnectionError``: the pool reconnects, and drops the
+    connections older than this one). A server that stopped answering
+    without closing is found by the statement itself (the TCP and request
+    deadlines bound it), as it was with a ping.
+    """
+    if dbapi_connection.closed:
+        raise DisconnectionError("the connection is closed")
+    poller = select.poll()  # not select.select: a descriptor may be above FD_SETSIZE
+    poller.register(dbapi_connection.fileno(), select.POLLIN)
+    if poller.poll(0):
+        raise DisconnectionError("the server closed the connection or sent unexpected data")
 
 
 TCP_KEEPALIVES: dict[str, Any] = {

@@ -28,10 +28,18 @@ Order of work for ``POST /v1/models/{name}/batches``:
    aggregate row); the worker folds the deltas into the aggregates later
    (app/services/refresh/groups.py).
 
-On PostgreSQL steps 2-4 share one transaction (the advisory lock of step 2
-lives until the commit), step 3 is one pipelined round trip and the inserts
-of step 4 one statement; on SQLite the write transaction of step 4 starts
-with BEGIN IMMEDIATE after the reads, so only the inserts are serialised.
+On PostgreSQL, while this process's totals of the window and the model and
+its tally of the unfolded deltas are fresh (all but about one batch a
+second per window), steps 2-4 are one prepared statement in autocommit,
+one round trip (:func:`_store_at_once`): it takes the advisory lock, finds
+no batch with the key, checks the cached authorisation and that every
+aggregate of the window exists with room for the batch, and inserts the
+batch row and its deltas, or writes nothing; then (a replay, a key in
+flight, the window's first batch...) the full path below decides. Otherwise
+steps 2-4 share one transaction (the advisory lock of step 2 lives until
+the commit), step 3 is one pipelined round trip and the inserts of step 4
+one statement; on SQLite the write transaction of step 4 starts with BEGIN
+IMMEDIATE after the reads, so only the inserts are serialised.
 """
 
 from __future__ import annotations
@@ -43,7 +51,8 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from app.config import Settings
@@ -61,6 +70,8 @@ from app.services.windows.limits import (
     FOLDED_TOTAL_TTL_SECONDS,
     UNFOLDED_TOTAL_TTL_SECONDS,
     check_room,
+    model_has_room,
+    window_room,
 )
 from app.timegrid import isoformat_z
 
@@ -241,6 +252,57 @@ def _store(
     queries.insert_batch(session, rows.batch, rows.delta, rows.window.segments)
 
 
+def _store_at_once(
+    session: Session,
+    model: ModelConfig,
+    rows: _Rows,
+    key: str | None,
+    credential: queries.CachedCredential | None,
+    model_folded: float | None,
+    unfolded: queries.UnfoldedTotals | None,
+) -> bool:
+    """Store the batch in one statement if every admission check can ride in it;
+    whether it was stored (False: nothing was written, the full path decides).
+
+    PostgreSQL only, and only while this process's reads of the model's totals
+    and unfolded deltas are fresh (``model_folded``, ``unfolded`` not None; the
+    caller checks its tally of the unfolded deltas): the statement then checks
+    the key (advisory lock, no stored batch), that each aggregate of the window
+    exists with room for the batch (``window_room``), and ``credential``
+    (app/db/queries.py ``read_admission`` with ``store``). The model ceiling
+    is checked here, on the cached totals. Anything unusual (the window's
+    first batch, a replay, a key in flight, a stale credential, a full
+    window or model; a broken connection, when the request has a key: its
+    retry) is left to the full path, which answers as before.
+    """
+    engine = session.get_bind()
+    if not isinstance(engine, Engine) or engine.dialect.name != "postgresql":
+        return False
+    if model_folded is None or unfolded is None:
+        return False
+    added = rows.batch["n"] + rows.batch["unlabelled"]
+    segments = rows.window.segments
+    rooms = {s: window_room(added, u) for s, u in zip(segments, unfolded.window, strict=True)}
+    if min(rooms.values()) < 0 or not model_has_room(added, model_folded + unfolded.model):
+        return False
+    try:
+        return queries.read_admission(
+            session,
+            model.id,
+            lock_id=None if key is None else idempotency.advisory_lock_id(model.id, key),
+            key=key,
+            window=rows.window,
+            credential=credential,
+            model_folded=model_folded,
+            unfolded=unfolded,
+            store=queries.PendingBatch(rows.batch, rows.delta, rooms),
+        ).stored
+    except DBAPIError as exc:
+        if exc.connection_invalidated and key is not None:
+            return False  # a replay if it was stored: the full path tells
+        raise
+
+
 def ingest_batch(
     session: Session,
     model: ModelConfig,
@@ -286,6 +348,11 @@ def ingest_batch(
         unfolded_key = (model.id, rows.window)
         unfolded: queries.UnfoldedTotals | None = UNFOLDED_TOTAL_CACHE.get(engine, unfolded_key)
         bound = settings.max_unfolded_deltas
+        count_up_to = UNFOLDED_COUNTS.cap_to_count(engine, model.id, bound)
+        at_once = count_up_to is None  # no count due: the tally is fresh and below the bound
+        if at_once and _store_at_once(session, model, rows, key, credential, folded, unfolded):
+            UNFOLDED_COUNTS.add_one(engine, model.id)
+            return IngestOutcome(rows.response, replayed=False)
         guard = idempotency.in_flight_guard(
             session,
             model.id,
@@ -294,7 +361,7 @@ def ingest_batch(
             credential,
             model_folded=folded,
             unfolded=unfolded,
-            count_unfolded_up_to=UNFOLDED_COUNTS.cap_to_count(engine, model.id, bound),
+            count_unfolded_up_to=count_up_to,
         )
         with guard as read:
             if read.answer is not None:

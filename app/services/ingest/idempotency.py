@@ -9,8 +9,9 @@
 - While a request with a key is in flight, a second one with that key gets
   409 with Retry-After: on PostgreSQL through ``pg_try_advisory_xact_lock`` on
   a 64-bit hash of (model, key), held until the first transaction ends (so it
-  works across API replicas); on SQLite (one process) through an in-process
-  registry.
+  works across API replicas; a batch stored in one statement holds it for
+  that statement, its transaction); on SQLite (one process) through an
+  in-process registry.
 - Retention: keys live as long as their batch rows, which the worker deletes
   after the configured retention; the documented guarantee is at least 24
   hours (docs/api.md).

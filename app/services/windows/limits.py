@@ -69,6 +69,21 @@ def check_batch_counts(field: str, largest: int) -> None:
         raise InvalidInput(field, f"counts must not exceed 2^40 = {MAX_BATCH_COUNT} per batch")
 
 
+def window_room(added: int, unfolded: int = 0) -> int:
+    """Most examples a window aggregate may hold besides ``unfolded`` examples of its
+    deltas for a batch of ``added`` examples to fit (negative: none can).
+
+    >>> window_room(10, 5) == MAX_WINDOW_COUNT - 15
+    True
+    """
+    return MAX_WINDOW_COUNT - added - unfolded
+
+
+def model_has_room(added: int, model_total: float) -> bool:
+    """Whether a batch of ``added`` examples fits in a model holding ``model_total``."""
+    return int(model_total) + added <= MAX_MODEL_COUNT
+
+
 def check_room(
     field: str, added: int, stored_window_counts: Iterable[int], model_total: float
 ) -> None:
@@ -87,14 +102,14 @@ def check_room(
         a float sum, see :class:`app.db.queries.ExampleTotals`).
     """
     fullest = max(stored_window_counts, default=0)
-    if fullest + added > MAX_WINDOW_COUNT:
+    if fullest > window_room(added):
         raise InvalidInput(
             field,
             f"would bring its window to {fullest + added} examples; the limit is "
             f"2^53 = {MAX_WINDOW_COUNT} per window ({MAX_WINDOW_COUNT - fullest} left)",
         )
     stored = int(model_total)
-    if stored + added > MAX_MODEL_COUNT:
+    if not model_has_room(added, model_total):
         raise InvalidInput(
             field,
             f"would bring the model to {stored + added} examples; the limit is "
