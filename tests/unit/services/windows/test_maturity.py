@@ -17,6 +17,7 @@ from app.metrics.binning import default_bin_edges
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.services.models.config import ModelConfig
 from app.services.refresh.document import window_document
+from app.services.windows import maturity
 from app.services.windows.compute import Tier, compute_window_result
 from app.services.windows.maturity import reference_window, whole_counts
 from app.services.windows.sums import WindowSums
@@ -155,3 +156,24 @@ def test_a_summary_carries_the_completed_intervals_over() -> None:
     doc = window_document(summary, full.intervals, full.maturity, version=2, computed_at=now)
     assert doc["maturity"]["intervals"] == full.maturity["intervals"]
     assert doc["maturity"]["metrics"] == full.maturity["metrics"]
+
+
+def test_a_fine_models_intervals_are_drawn_on_coarse_bins_and_agree_with_the_fine_draws(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """500 bins > INTERVAL_BINS: the bootstrap runs on the coarse bins, each interval
+    moved onto the window's completed value; the fine bootstrap (the bound lifted)
+    gives intervals within Monte-Carlo noise of them, and each brackets the value."""
+    window, _ = _partial(np.random.default_rng(61), (0.6, 0.15))
+    monkeypatch.setattr(maturity, "INTERVAL_BINS", 100)
+    coarse = compute_window_result(MODEL, window, None).maturity
+    monkeypatch.setattr(maturity, "INTERVAL_BINS", 10_000)
+    fine = compute_window_result(MODEL, window, None).maturity
+    assert coarse is not None and fine is not None
+    compared = ("precision", "recall", "f1", "mcc", "accuracy", "auc_roc", "calibrated_f1")
+    for name in compared:
+        value, a, b = coarse["metrics"][name], coarse["intervals"][name], fine["intervals"][name]
+        assert a["lower"] <= value <= a["upper"], name
+        width = b["upper"] - b["lower"]
+        assert abs(a["lower"] - b["lower"]) < 0.25 * width, name
+        assert abs(a["upper"] - b["upper"]) < 0.25 * width, name
