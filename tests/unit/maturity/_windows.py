@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from app.drift.simulation import BinormalStream
-from app.maturity import bins_of_thresholds
+from app.maturity import Completion, bins_of_thresholds, complete
 from app.maturity.metrics import histogram_metrics
 from app.maturity.simulation import MaturingWindow, class_rates, deliver_labels
 from app.metrics.binning import default_bin_edges
@@ -47,3 +47,16 @@ def labelled_metrics(w: MaturingWindow) -> dict[str, float | None]:
 def full_metrics(w: MaturingWindow) -> dict[str, float | None]:
     """The metrics once every label has arrived."""
     return histogram_metrics(w.full.positives, w.full.negatives, **OPTIONS)
+
+
+def completion_of(w: MaturingWindow, assumption: str) -> Completion:
+    """``w`` completed under ``assumption`` (a completion is expected)."""
+    c = complete(
+        w.unlabelled,
+        w.positives,
+        w.negatives,
+        assumption=assumption,  # type: ignore[arg-type]
+        threshold_bins=THRESHOLD_BINS,
+    )
+    assert isinstance(c, Completion)
+    return c

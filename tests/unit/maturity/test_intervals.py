@@ -12,24 +12,12 @@ from app.maturity.metrics import histogram_metrics, row_metrics
 from app.maturity.simulation import MaturingWindow
 from unit.maturity._windows import (
     OPTIONS,
-    THRESHOLD_BINS,
     class_windows,
+    completion_of,
     full_metrics,
     labelled_metrics,
     score_windows,
 )
-
-
-def _complete(w: MaturingWindow, assumption: str) -> Completion:
-    c = complete(
-        w.unlabelled,
-        w.positives,
-        w.negatives,
-        assumption=assumption,  # type: ignore[arg-type]
-        threshold_bins=THRESHOLD_BINS,
-    )
-    assert isinstance(c, Completion)
-    return c
 
 
 def _intervals(
@@ -50,7 +38,7 @@ def _intervals(
 @pytest.mark.parametrize("assumption", ["class", "score"])
 def test_every_completed_metric_has_its_interval(assumption: str) -> None:
     w = next(class_windows(np.random.default_rng(10), 1, prior=0.1, completeness=0.3))
-    c = _complete(w, assumption)
+    c = completion_of(w, assumption)
     intervals = _intervals(w, c, seed=1)
     metrics = completed_metrics(c, **OPTIONS)
     assert set(intervals) == set(metrics)
@@ -67,7 +55,7 @@ def test_every_completed_metric_has_its_interval(assumption: str) -> None:
 
 def test_without_pi0_or_cost_ratio_the_keys_follow_the_metrics() -> None:
     w = next(score_windows(np.random.default_rng(11), 1, prior=0.1))
-    c = _complete(w, "class")
+    c = completion_of(w, "class")
     intervals = _intervals(w, c, seed=2, pi0=None, cost_ratio=None)
     metrics = completed_metrics(c, **{**OPTIONS, "pi0": None, "cost_ratio": None})  # type: ignore[arg-type]
     assert set(intervals) == set(metrics)
@@ -94,10 +82,10 @@ def test_at_completeness_one_class_intervals_are_the_labelled_bootstrap() -> Non
     w = next(class_windows(np.random.default_rng(13), 1, prior=0.1, completeness=1.0))
     w = MaturingWindow(w.positives + w.negatives, w.positives, w.negatives, w.full)
     lab = labelled_metrics(w)
-    class_iv = _intervals(w, _complete(w, "class"), seed=3)
+    class_iv = _intervals(w, completion_of(w, "class"), seed=3)
     low, high = class_iv["recall"]  # type: ignore[misc]
     assert low < lab["recall"] < high  # type: ignore[operator]
-    score_iv = _intervals(w, _complete(w, "score"), seed=3)
+    score_iv = _intervals(w, completion_of(w, "score"), seed=3)
     assert score_iv["recall"] == (lab["recall"], lab["recall"])  # nothing left to split
 
 
@@ -117,7 +105,7 @@ def test_a_metric_undefined_in_most_draws_has_no_interval() -> None:
 
 def test_bad_arguments_are_refused() -> None:
     w = next(class_windows(np.random.default_rng(14), 1, prior=0.1, completeness=0.3))
-    c = _complete(w, "class")
+    c = completion_of(w, "class")
     with pytest.raises(InvalidInput) as err:
         _intervals(w, c, seed=6, draws=10)
     assert err.value.field == "draws"
@@ -142,7 +130,7 @@ def test_intervals_cover_the_full_label_values(assumption: str) -> None:
     hits = {name: 0 for name in names}
     count = 0
     for seed, w in enumerate(windows):
-        intervals = _intervals(w, _complete(w, assumption), seed=seed, draws=100)
+        intervals = _intervals(w, completion_of(w, assumption), seed=seed, draws=100)
         truth = full_metrics(w)
         for name in names:
             low, high = intervals[name]  # type: ignore[misc]

@@ -5,32 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.maturity import NOT_COMPLETABLE, Completion, complete, completed_metrics
+from app.maturity import NOT_COMPLETABLE, completed_metrics
 from app.maturity.simulation import MaturingWindow
 from unit.maturity._windows import (
     EDGES,
     OPTIONS,
-    THRESHOLD_BINS,
     THRESHOLDS,
     class_windows,
+    completion_of,
     full_metrics,
     labelled_metrics,
     score_windows,
 )
 
 CLASS_CONDITIONAL = ("recall", "fpr", "specificity", "balanced_accuracy", "auc_roc")
-
-
-def _complete(w: MaturingWindow, assumption: str) -> Completion:
-    c = complete(
-        w.unlabelled,
-        w.positives,
-        w.negatives,
-        assumption=assumption,  # type: ignore[arg-type]
-        threshold_bins=THRESHOLD_BINS,
-    )
-    assert isinstance(c, Completion)
-    return c
 
 
 def _same(value: float | None, expected: float | None, name: str) -> None:
@@ -47,7 +35,7 @@ def _mean_errors(
     completed: dict[str, list[float]] = {name: [] for name in names}
     subset: dict[str, list[float]] = {name: [] for name in names}
     for w in windows:
-        m = completed_metrics(_complete(w, assumption), **OPTIONS)
+        m = completed_metrics(completion_of(w, assumption), **OPTIONS)
         lab, truth = labelled_metrics(w), full_metrics(w)
         for name in names:
             completed[name].append(abs(m[name] - truth[name]))  # type: ignore[operator]
@@ -62,7 +50,7 @@ def _mean_errors(
 def test_a_fully_labelled_window_keeps_its_labelled_metrics(assumption: str) -> None:
     w = next(class_windows(np.random.default_rng(6), 1, prior=0.05, completeness=1.0))
     full = MaturingWindow(w.positives + w.negatives, w.positives, w.negatives, w.full)
-    m = completed_metrics(_complete(full, assumption), **OPTIONS)
+    m = completed_metrics(completion_of(full, assumption), **OPTIONS)
     lab = labelled_metrics(full)
     assert set(m) == set(lab) | set(NOT_COMPLETABLE)
     assert "f1@t=0.3" in m and "calibrated_auc_pr" in m
@@ -74,7 +62,7 @@ def test_a_fully_labelled_window_keeps_its_labelled_metrics(assumption: str) -> 
 def test_class_completion_leaves_the_class_conditional_metrics_as_labelled() -> None:
     rng = np.random.default_rng(7)
     for w in class_windows(rng, 5, prior=0.05, completeness=0.2):
-        m = completed_metrics(_complete(w, "class"), **OPTIONS)
+        m = completed_metrics(completion_of(w, "class"), **OPTIONS)
         lab = labelled_metrics(w)
         invariant = [*CLASS_CONDITIONAL, *(k for k in lab if k.startswith("calibrated_"))]
         invariant += [f"{k}@t={THRESHOLDS[1]:g}" for k in CLASS_CONDITIONAL[:4]]
