@@ -458,7 +458,8 @@ def _insert_admitted(
         params["model_updated_at"] = credential.model_updated_at
         params["token_hash"] = credential.token_hash
     compiled = driver_sql(statement, engine.dialect)
-    connection = engine.raw_connection()
+    with as_dbapi_error():  # a server that refuses connections: as SQLAlchemy raises it
+        connection = engine.raw_connection()
     try:
         driver = connection.driver_connection
         assert isinstance(driver, psycopg.Connection)
