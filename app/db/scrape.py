@@ -183,8 +183,9 @@ def latest_documents(
     shard: tuple[int, int] | None = None,
 ) -> Iterator[Record]:
     """The latest fresh windows as :func:`latest_keys` reads them, then ``n, positives``,
-    the ``metrics, intervals, reasons, drift`` documents as text and whether the detail
-    is of the metrics' version; fetched :data:`KEYS_PER_QUERY` rows at a time.
+    the ``metrics, intervals, reasons, drift`` documents as text, whether the detail
+    is of the metrics' version and the ``maturity`` document as text; fetched
+    :data:`KEYS_PER_QUERY` rows at a time.
 
     With ``only``: those windows instead, if still fresh (one statement per
     :data:`KEYS_PER_QUERY`); else the latest of the models of ``shard`` (one statement).
@@ -197,6 +198,7 @@ def latest_documents(
         _as_text(WM.reasons),
         _as_text(WM.drift),
         WM.detail_version == WM.aggregate_version,
+        _as_text(WM.maturity),
     )
     if only is None:
         statements = [_latest(*documents, shard=shard)]
@@ -325,6 +327,17 @@ def recent_keys(
     return out
 
 
+COMPLETED: ColumnElement[bool] = WM.maturity["completeness"].as_float().is_not(None)
+"""The window has a completed window (a ``maturity`` document, neither SQL nor JSON null)."""
+
+
+def _judged(completed: Any, labelled: Any) -> Any:
+    """A stored number as an SLA objective reads it: ``completed`` (in the ``maturity``
+    document) where the window was completed, else ``labelled`` (as in
+    :func:`app.sla.objectives.judged_documents`); null where the document read holds none."""
+    return case((COMPLETED, completed.as_float()), else_=labelled.as_float())
+
+
 def outcome_values(
     session: Session, keys: Sequence[WindowId], flags: Sequence[str], metrics: Sequence[str]
 ) -> Iterator[Record]:
@@ -332,13 +345,15 @@ def outcome_values(
     statement), extracted in SQL from the stored documents: ``model_id, segment,
     window_start, computed_at``, the drift verdict's flag of each kind of ``flags``,
     whether the detail is of the metrics' version, then per name of ``metrics`` its
-    value and its interval's lower and upper bounds."""
+    value and its interval's lower and upper bounds, the completed ones where the window
+    has a ``maturity`` document (as the SLA report judges it)."""
     columns = [WM.drift[(kind, "flag")].as_boolean() for kind in flags]
     columns.append(WM.detail_version == WM.aggregate_version)
     for name in metrics:
-        columns.append(WM.metrics[name].as_float())
-        columns.append(WM.intervals[(name, "lower")].as_float())
-        columns.append(WM.intervals[(name, "upper")].as_float())
+        columns.append(_judged(WM.maturity[("metrics", name)], WM.metrics[name]))
+        for bound in ("lower", "upper"):
+            completed = WM.maturity[("intervals", name, bound)]
+            columns.append(_judged(completed, WM.intervals[(name, bound)]))
     for i in range(0, len(keys), KEYS_PER_QUERY):
         yield from session.execute(
             select(WM.model_id, WM.segment, WM.window_start, WM.computed_at, *columns).where(

@@ -11,8 +11,8 @@ the number of models and segments (their SQL is in :mod:`app.db.scrape`):
    with the windows and the unfolded deltas, not with the batches folded;
 2. the latest window with a fresh result per (model, segment): its key,
    ``computed_at`` and aggregate version (:func:`read_latest_keys`);
-3. the stored metrics, intervals and drift verdict of those windows
-   (:func:`read_latest_windows`);
+3. the stored metrics, intervals, drift verdict and completed window
+   (``maturity``) of those windows (:func:`read_latest_windows`);
 4. the queue depth and the age of its oldest dirty mark
    (:func:`app.db.queue.queue_stats`).
 
@@ -94,6 +94,9 @@ class LatestWindow:
     detail_current: bool = True
     """The detail tier's intervals are of the same version as the metrics (the SLA
     judges the others by their point value: app/sla/objectives.py)."""
+    maturity: Mapping[str, Any] | None = None
+    """The completed window of a window holding unlabelled and labelled rows
+    (docs/maturity.md), which the SLA gauges judge; else None."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,7 @@ def _latest_window(r: Any) -> LatestWindow:
         reasons=json_document(r[9]) or {},
         drift=json_document(r[10]),
         detail_current=bool(r[11]),
+        maturity=json_document(r[12]),
     )
 
 

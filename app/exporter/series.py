@@ -6,7 +6,8 @@ exposed) and ``"all"`` for the all-traffic window; metric names are the
 stored keys, which are those of ``evaluate``. Undefined values (None) are
 omitted, never exported as NaN. No sample carries a timestamp. The SLA
 gauges judge the stored values with :mod:`app.sla.objectives`
-(names only: no metric is computed here).
+(names only: no metric is computed here), a partially labelled window on its
+completed values (its ``maturity`` document), as the SLA report does.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from app.exporter import names
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import LatestWindow, ModelRow, ResultStamp, Shard, Snapshot
 from app.exporter.text import Series
-from app.sla.objectives import SLA_GAUGE, Objective, evaluate_objective
+from app.sla.objectives import SLA_GAUGE, Objective, evaluate_objective, judged_documents
 from app.timegrid import window_length
 
 DRIFT_KINDS: tuple[str, ...] = ("prior", "likelihood")
@@ -84,14 +85,9 @@ def window_series(model: ModelRow, segment: str, window: LatestWindow) -> Series
     end = window.key.start + window_length(model.window)
     out[names.WINDOW_END].append((labels, end.timestamp()))
     _add_drift(out, labels, window.drift)
+    judged = judged_documents(window.metrics, window.intervals, window.reasons, window.maturity)
     for objective in model.objectives:
-        result = evaluate_objective(
-            objective,
-            window.metrics,
-            window.intervals,
-            window.reasons,
-            detail_current=window.detail_current,
-        )
+        result = evaluate_objective(objective, *judged, detail_current=window.detail_current)
         gauge = SLA_GAUGE.get(result.status)
         if gauge is not None:
             out[names.SLA_MET].append(((*labels, *objective_labels(objective)), gauge))

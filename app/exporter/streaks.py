@@ -140,7 +140,8 @@ def read_outcomes(
 
     Only what the outcomes need is read, extracted in SQL from the stored
     documents: the drift flags, and the value and interval bounds of every
-    metric an objective of these windows' models reads. A window recomputed
+    metric an objective of these windows' models reads (the completed ones of a
+    window with a ``maturity`` document, as the SLA report and gauges judge it). A window recomputed
     since its key was read comes back under its new key.
     """
     names = sorted({o.evaluated_as for key in keys for o in objectives[key[0]]})

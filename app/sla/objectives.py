@@ -5,7 +5,8 @@ An objective is ``metric op target`` (``calibrated_f1 >= 0.6``), evaluated
 is read in its calibrated form (:data:`AT_PI0`), so the verdict does not move
 when only the real prior moves; prior-invariant metrics are read as they
 are. The SLA report (:mod:`app.services.read.sla_report`) and the exporter's SLA gauges
-(:mod:`app.exporter.series`) both judge windows here. This module needs only
+(:mod:`app.exporter.series`) both judge windows here, a partially labelled window
+on its completed values (:func:`judged_documents`). This module needs only
 the metric names, not the metric computations.
 
 The status is decided from the evidence (:meth:`Objective.status`): with
@@ -215,6 +216,29 @@ class ObjectiveResult:
             "status": self.status,
             "reason": self.reason,
         }
+
+
+Documents = tuple[Mapping[str, Any], Mapping[str, Any], Mapping[str, str]]
+"""A window's ``metrics``, ``intervals`` and ``reasons`` as an objective reads them."""
+
+
+def judged_documents(
+    metrics: Mapping[str, Any],
+    intervals: Mapping[str, Any],
+    reasons: Mapping[str, str],
+    maturity: Mapping[str, Any] | None,
+) -> Documents:
+    """The values, intervals and reasons a window's objectives are judged on.
+
+    A window holding unlabelled and labelled rows is judged on its completed
+    window (its stored ``maturity`` document: docs/maturity.md), not on its
+    labelled sample; any other window (``maturity`` None) on its labelled
+    ``metrics`` and ``intervals``.
+    """
+    if maturity is None:
+        return metrics, intervals, reasons
+    completed_reasons = {**reasons, **maturity.get("reasons", {})}
+    return maturity.get("metrics", {}), maturity.get("intervals", {}), completed_reasons
 
 
 def evaluate_objective(

@@ -44,7 +44,12 @@ from app.services.read.windows import (
     segment_key,
     stored_windows,
 )
-from app.sla.objectives import Objective, ObjectiveResult, evaluate_objective
+from app.sla.objectives import (
+    Objective,
+    ObjectiveResult,
+    evaluate_objective,
+    judged_documents,
+)
 from app.statuses import SlaStatus, WindowState
 from app.timegrid import isoformat_z, resolve_range
 
@@ -208,10 +213,7 @@ def window_results(
             for o in objectives
         )
     w, current = window, window.detail_current
-    metrics, intervals, reasons = w.metrics, w.intervals, w.reasons
-    if w.maturity is not None:  # the completed window, not its labelled sample
-        metrics, intervals = w.maturity["metrics"], w.maturity["intervals"]
-        reasons = {**w.reasons, **w.maturity["reasons"]}
+    metrics, intervals, reasons = judged_documents(w.metrics, w.intervals, w.reasons, w.maturity)
     return tuple(
         evaluate_objective(o, metrics, intervals, reasons, detail_current=current)
         for o in objectives
