@@ -199,7 +199,7 @@ def test_a_closed_window_backlog_gets_every_summary_first_and_the_sla_waits_for_
             group = claim_windows(session, lease_seconds=30.0, group_size=2)
             if not group:
                 break
-            refresh_group(session, group, ReferenceCache(), detail_interval_seconds=INTERVAL)
+            refresh_group(session, group, ReferenceCache(), policy=RefreshPolicy(INTERVAL))
         for claimed in group:
             start = claimed.claim.window_start
             tiers.append((start, start in summaries))
