@@ -46,7 +46,8 @@ def test_batches_after_the_first_are_stored_at_once_and_counted_once(
         return admission
 
     monkeypatch.setattr(queries, "read_admission", spy)
-    for cache in ("MODEL_TOTAL_CACHE", "UNFOLDED_TOTAL_CACHE"):  # fresh throughout: no clock in play
+    # fresh throughout: no clock in play
+    for cache in ("MODEL_TOTAL_CACHE", "UNFOLDED_TOTAL_CACHE"):
         monkeypatch.setattr(ingestion, cache, EngineCache(ttl=3600.0))
     monkeypatch.setattr(ingestion, "UNFOLDED_COUNTS", UnfoldedCounts(ttl=3600.0))
     api = api_for(pg_url)
