@@ -196,8 +196,10 @@ def _store_label_maturity(database: Path) -> None:
                     "completeness": aggregate.n / aggregate.n_unlabelled,
                     "assumption": "class",
                     "prior": {"value": prior, "lower": prior, "upper": prior, "level": 0.95},
-                    "metrics": {m: stored.metrics[m] for m in ("precision", "f1")},
-                    "intervals": {},
+                    # every metric, as the worker stores them (the SLA gauges read these)
+                    "metrics": dict(stored.metrics),
+                    "intervals": dict(stored.intervals or {}),
+                    "reasons": {},
                     "fit": None,
                 }
     finally:
