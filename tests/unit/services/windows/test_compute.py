@@ -47,7 +47,8 @@ def make_model(**changes: Any) -> ModelConfig:
         "drift": {"reference": None, "min_class_count": 30},
         "bin_edges": EDGES,
     }
-    return model_config(THRESHOLDS, **{**fields, **changes})
+    thresholds = changes.pop("thresholds", THRESHOLDS)
+    return model_config(thresholds, **{**fields, **changes})
 
 
 def sample(
