@@ -246,7 +246,8 @@ def _coarse(
 ) -> tuple[tuple[Any, Any, Any], FloatArray, Completion]:
     """``rows`` (unlabelled, positives, negatives) on at most about :data:`INTERVAL_BINS`
     bins cut at the quantiles of the scored rows and at every threshold, their edges,
-    and their completion (the fine one when the coarse rows cannot be completed)."""
+    and their completion; the fine rows, edges and completion when the coarse rows
+    cannot be completed (the bootstrap then runs on every bin)."""
     unlabelled = np.asarray(rows[0], dtype=np.float64)
     cuts = quantile_bin_starts(unlabelled, INTERVAL_BINS)
     starts = np.union1d(cuts, bins_of_thresholds(model.bin_edges, model.thresholds))
@@ -263,7 +264,9 @@ def _coarse(
         threshold_bins=bins_of_thresholds(edges, model.thresholds),
         alpha=model.drift_settings().alpha,
     )
-    return coarse_rows, edges, out if isinstance(out, Completion) else completion
+    if not isinstance(out, Completion):  # the coarse rows fail the protocol: draw on the fine
+        return rows, np.asarray(model.bin_edges, dtype=np.float64), completion
+    return coarse_rows, edges, out
 
 
 UNDEFINED_DRAWS = "the metric is undefined in too many of the bootstrap's draws"

@@ -12,7 +12,7 @@ import pytest
 
 from app.drift.histograms import WindowHistograms
 from app.drift.simulation import BinormalStream
-from app.maturity import complete
+from app.maturity import NoCompletion, complete
 from app.metrics.binning import default_bin_edges
 from app.metrics.curves import cumulative_counts_from_histograms
 from app.services.models.config import ModelConfig
@@ -177,3 +177,25 @@ def test_a_fine_models_intervals_are_drawn_on_coarse_bins_and_agree_with_the_fin
         width = b["upper"] - b["lower"]
         assert abs(a["lower"] - b["lower"]) < 0.25 * width, name
         assert abs(a["upper"] - b["upper"]) < 0.25 * width, name
+
+
+def test_coarse_rows_that_cannot_be_completed_fall_back_to_the_fine_bins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The bootstrap never pairs the fine completion with coarse rows (shapes differ)."""
+    window, _ = _partial(np.random.default_rng(62), (0.6, 0.15))
+    completion = complete(
+        window.unlabelled, window.hist_positives, window.hist_negatives, assumption="class"
+    )
+    assert not isinstance(completion, NoCompletion)
+    monkeypatch.setattr(maturity, "INTERVAL_BINS", 100)
+    monkeypatch.setattr(maturity, "complete", lambda *a, **k: NoCompletion("labels-exceed-scores"))
+    rows = (window.unlabelled, window.hist_positives, window.hist_negatives)
+    drawn_rows, edges, drawn = maturity._coarse(MODEL, rows, completion)
+    assert drawn is completion and len(edges) == len(EDGES)
+    assert all(len(r) == len(EDGES) - 1 for r in drawn_rows)
+    monkeypatch.undo()
+    drawn_rows, edges, drawn = maturity._coarse(MODEL, rows, completion)
+    assert drawn is not completion
+    assert len(EDGES) > len(edges) - 1 <= maturity.INTERVAL_BINS + len(THRESHOLDS)
+    assert all(len(r) == len(edges) - 1 for r in drawn_rows)
