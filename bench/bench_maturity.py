@@ -13,14 +13,21 @@ Prints
      interval's coverage, the 95% metric intervals' coverage (lowest over the
      metrics listed, and the metric where it is lowest), and the fit test's
      flag rate (``class`` data: its false alarms at alpha 0.05; ``score`` data
-     completed as ``class``: its power).
+     completed as ``class``: its power);
+  4. the floor of the 1/3 bound under ``class``: the completed errors of the
+     prior-dependent metrics beside the labelled subset's third and beside the
+     errors of an oracle that knows the full-label prior (the labelled
+     class-conditionals at the true remainder share): where the oracle misses
+     the bound too, the miss is the labelled class-conditionals' sampling
+     noise, which no estimate of the prior removes.
 
 ``class`` data: positives labelled 3.5 times as fast as negatives (the
 positives' rate capped at 1). ``score`` data: rows at or above the threshold
 labelled 18 times as fast as the rest (90% and 5% at completeness ~17%).
 
-Run: .venv/bin/python bench/bench_maturity.py [--quick] [--windows 1000] [--seed 0]
-(--quick: 100 windows per regime; the full run takes about half an hour.)
+Run: .venv/bin/python bench/bench_maturity.py [--quick] [--windows 1000] [--seed 0] [--floor]
+(--quick: 100 windows per regime; the full run takes about half an hour;
+--floor: part 4 only.)
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from scipy import optimize
 
 from app.drift.simulation import BinormalStream
 from app.maturity import Completion, bins_of_thresholds, complete, completion_intervals
+from app.maturity.completion import class_histograms
 from app.maturity.metrics import row_metrics
 from app.maturity.simulation import MaturingWindow, class_rates, deliver_labels
 from app.metrics.binning import default_bin_edges
@@ -215,17 +223,55 @@ def regimes(rng: np.random.Generator, windows: int) -> None:
                 _regime(setup, rng, assumption, prior, completeness, windows)
 
 
+def floor(rng: np.random.Generator, windows: int) -> None:
+    setup = Setup(100)
+    names = ("precision", "f1", "mcc", "accuracy")
+    print(f"\n4. the 1/3 bound under class ({windows} windows per line): mean |error| of the")
+    print("   completed value / a third of the labelled subset's / the true-prior oracle's")
+    print(f"   {'prior':>5}{'target':>7}" + "".join(f"{n:>27}" for n in names))
+    for prior in (0.01, 0.05, 0.2):
+        for completeness in (0.1, 0.2, 0.5):
+            ws = [setup.window(rng, "class", prior, completeness) for _ in range(windows)]
+            cs = [setup.complete(w, "class") for w in ws]
+            rest = [w.unlabelled.sum() - w.positives.sum() - w.negatives.sum() for w in ws]
+            oracle = [
+                class_histograms(
+                    w.positives, w.negatives, (w.full.positives.sum() - w.positives.sum()) / v, v
+                )
+                for w, v in zip(ws, rest, strict=True)
+            ]
+
+            def metrics(pairs: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+                h1, h0 = np.array([p for p, _ in pairs]), np.array([q for _, q in pairs])
+                return row_metrics(h1, h0, **setup.options)
+
+            truth = metrics([(w.full.positives, w.full.negatives) for w in ws])
+            found = [
+                metrics([(c.positives, c.negatives) for c in cs]),
+                metrics([(w.positives, w.negatives) for w in ws]),
+                metrics(oracle),
+            ]
+            errors = [{n: float(np.nanmean(np.abs(m[n] - truth[n]))) for n in names} for m in found]
+            row = "".join(
+                f"{errors[0][n]:>11.4f}/{errors[1][n] / 3:.4f}/{errors[2][n]:.4f}" for n in names
+            )
+            print(f"   {prior:>5}{completeness:>7.0%}{row}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="100 windows per regime")
     parser.add_argument("--windows", type=int, default=1000, help="windows per regime")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--floor", action="store_true", help="part 4 only")
     args = parser.parse_args()
     windows = 100 if args.quick else args.windows
     rng = np.random.default_rng(args.seed)
-    costs(rng)
-    k_choice(rng, 30 if args.quick else 200)
-    regimes(rng, windows)
+    if not args.floor:
+        costs(rng)
+        k_choice(rng, 30 if args.quick else 200)
+        regimes(rng, windows)
+    floor(rng, windows)
 
 
 if __name__ == "__main__":
