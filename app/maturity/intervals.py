@@ -1,8 +1,7 @@
 """Intervals of a completed window's metrics: a parametric bootstrap (docs/maturity.md).
 
-Each draw builds a window the completion's model could have produced, completes
-it as :func:`app.maturity.complete` does and computes its metrics; an
-interval is the equal-tailed quantiles of the draws.
+Each draw builds a full-label window the completion's model could have come
+from; an interval is the equal-tailed quantiles of the draws' metrics.
 
 * ``class``: the labelled histograms are redrawn (multinomial per class, at
   the labelled shapes f1 = p / P_L, f0 = q / Q_L), and the remainder's share
@@ -12,12 +11,11 @@ interval is the equal-tailed quantiles of the draws.
   pi_v in each draw, without 200 maximisations. At completeness 1 this is the
   labelled metrics' bootstrap.
 * ``score``: the labelled rows are facts of the window, the remainder's split
-  is not. Per group, the share of positives is drawn from its posterior
-  Beta(p_g + m, q_g + 1 - m), one pseudo-row split as the labelled rows of
-  the group's piece between two thresholds (m their share of positives: a
-  group at 0 or 1 still varies, and the pseudo-rows add no positives to the
-  piece on average, which half a row per class in each of many small groups
-  would), and the group's remainder is split binomially at the drawn share.
+  is not. Each draw keeps the labelled rows and splits every bin's remainder
+  binomially at a share drawn for its group (with the spread of the group's
+  labelled share, and one pseudo-row per piece between two thresholds) and
+  tilted by the bin's own labelled rows (:func:`_score_draws`): the draws are
+  the window's possible full-label histograms, not completions of them.
 
 Under ``class`` the completed AUC-ROC, Gini, KS and calibrated AUC-PR are the
 labelled ones, so their intervals are the labelled window's (BCa, and the
@@ -40,6 +38,7 @@ from app.errors import InvalidInput
 from app.estimation.reference import GroupedClasses
 from app.maturity.completion import (
     Completion,
+    bins_of_thresholds,
     check_rows,
     class_histograms,
     class_share,
@@ -116,13 +115,9 @@ def completion_intervals(
     if completion.assumption == "class":
         drawn = metrics_of(_class_draws(pos, neg, rest, rng, draws))
     else:
-        completed, truth = _score_draws(pos, neg, rest, kept_starts, rng, draws)
-        point = metrics_of((completion.positives[None, keep], completion.negatives[None, keep]))
-        estimates, truths = metrics_of(completed), metrics_of(truth)
-        drawn = {  # the point estimate less each draw's error, inside the values drawn
-            key: _within(point[key] - (values - truths[key]), truths[key], values)
-            for key, values in estimates.items()
-        }
+        thresholds_at = np.asarray(bins_of_thresholds(edges, thresholds), dtype=np.intp)
+        pieces = np.searchsorted(np.sort(thresholds_at), keep[kept_starts], side="right")
+        drawn = metrics_of(_score_draws(pos, neg, rest, kept_starts, pieces, rng, draws))
     out = _quantiles(drawn, draws, level)
     if completion.assumption == "class":
         out.update(_labelled_areas(rows.positives, rows.negatives, pi0, level, rng))
@@ -146,14 +141,6 @@ def _ops_intervals(
             continue
         ops = None if interval is None else ops_interval(name, interval, prior)
         out[f"ops_{key}"] = None if ops is None or np.isnan(ops[0]) else ops
-    return out
-
-
-def _within(values: FloatArray, *drawn: FloatArray) -> FloatArray:
-    """``values`` clipped to the range the metric took in the ``drawn`` windows (nan
-    ignored): inside its possible values, as an OPS needs."""
-    possible = np.concatenate(drawn)
-    out: FloatArray = np.clip(values, np.fmin.reduce(possible), np.fmax.reduce(possible))
     return out
 
 
@@ -235,30 +222,42 @@ def _score_draws(
     negatives: FloatArray,
     v: FloatArray,
     starts: Any,
+    pieces: Any,
     rng: np.random.Generator,
     draws: int,
-) -> tuple[tuple[FloatArray, FloatArray], tuple[FloatArray, FloatArray]]:
-    """(completed, truth) histograms of each draw: the labelled rows and the remainder's
-    positives drawn per bin at the bin's smoothed share, the draw completed as
-    :func:`app.maturity.complete` completes it."""
-    labelled = positives + negatives
+) -> tuple[FloatArray, FloatArray]:
+    """Full-label histograms of each draw: the labelled rows as they are, and each bin's
+    remainder split binomially at a share drawn as below.
+
+    * Group g's share: Beta with mean (p_g + a_g) / (n_g + 2 a_g) and concentration
+      n_g - 2 (at least 1), so that its variance is the unbiased estimate of the
+      labelled share's sampling variance, m(1 - m) / (n_g - 1). a_g = n_g / (2 n_j):
+      each piece j between two thresholds holds one pseudo-row (half a positive, half
+      a negative) shared among its groups by their labelled rows n_g. Summed over a
+      piece whose groups hold few positives, the remainder's positives are then about
+      the Jeffreys posterior of their Poisson count (a piece with no labelled positive
+      still draws some), where half a row per group would add many.
+    * Inside the group, bin b's share is the group's tilted by the bin's own labelled
+      share (drawn from Beta(p_b + m_g, q_b + 1 - m_g): one pseudo-row at the group's
+      share m_g), scaled so that the group's remainder expects the group's share. The
+      completion spreads a group's remainder evenly over its bins; the draws carry the
+      bins' own shares, which the curve metrics (AUC-ROC, KS...) see.
+    """
     sizes = np.diff(np.append(starts, v.shape[0]))
-    share, rows = score_shares(coarsen(positives, starts), coarsen(labelled, starts))
-    # each group's share drawn from its Jeffreys posterior: the error of each draw's
-    # completion is measured against the draw's own truth, so the half rows shape the
-    # spread only (a group seen at 0 or 1 still varies), not the centre
-    hits = share * rows
-    truth_share = rng.beta(hits + 0.5, rows - hits + 0.5, size=(draws, rows.size))
-    per_bin_truth = np.repeat(truth_share, sizes, axis=1)
-    n_rows, v_rows = np.rint(labelled).astype(np.int64), np.rint(v).astype(np.int64)
-    drawn_pos = rng.binomial(n_rows, per_bin_truth).astype(np.float64)
-    drawn_rest = rng.binomial(v_rows, per_bin_truth).astype(np.float64)
-    drawn_lab = n_rows.astype(np.float64)
-    drawn_share = np.array(
-        [score_shares(coarsen(row, starts), coarsen(drawn_lab, starts))[0] for row in drawn_pos]
-    )
-    per_bin = np.repeat(drawn_share, sizes, axis=1)
-    drawn_neg = drawn_lab - drawn_pos
-    completed = (drawn_pos + per_bin * v, drawn_neg + (1.0 - per_bin) * v)
-    truth = (drawn_pos + drawn_rest, drawn_neg + v_rows - drawn_rest)
-    return completed, truth
+    share, rows = score_shares(coarsen(positives, starts), coarsen(positives + negatives, starts))
+    hits = np.clip(share * rows, 0.0, rows)
+    prior = 0.5 * rows / np.bincount(pieces, weights=rows)[pieces]
+    mean = (hits + prior) / (rows + 2.0 * prior)
+    spread = np.maximum(rows - 2.0, 1.0)
+    drawn = rng.beta(mean * spread, (1.0 - mean) * spread, size=(draws, rows.size))
+    m = np.repeat(mean, sizes)
+    tilt = np.where(v > 0.0, rng.beta(positives + m, negatives + 1.0 - m, (draws, m.size)), 0.0)
+    top = np.repeat(np.maximum.reduceat(tilt, starts, axis=1), sizes, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a group without remainder: nan
+        tilt = np.where(top > 0.0, tilt / top, 1.0)  # tilts all 0 (underflow): spread evenly
+        mass = np.repeat(coarsen_rows(tilt * v, starts) / coarsen(v, starts), sizes, axis=1)
+        tilt = np.where(mass > 0.0, tilt / mass, 1.0)
+    per_bin = np.repeat(drawn, sizes, axis=1) * tilt
+    v_rows = np.rint(v).astype(np.int64)
+    rest = rng.binomial(v_rows, np.clip(per_bin, 0.0, 1.0)).astype(np.float64)
+    return positives + rest, negatives + (v_rows - rest)
