@@ -94,9 +94,7 @@ def completion_intervals(
         1 - ``level`` of the draws leave the metric undefined.
     """
     rows = check_rows(unlabelled, positives, negatives)
-    level = check_probability("level", level)
-    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 20:
-        raise InvalidInput("draws", f"is {draws!r}, must be an integer >= 20")
+    level = _checked_options(draws, level)
     starts = np.asarray(completion.group_starts, dtype=np.intp)
     v = remainder(rows.unlabelled, rows.labelled, starts)
     if v is None:
@@ -118,19 +116,111 @@ def completion_intervals(
     else:
         completed, truth = _score_draws(pos, neg, rest, kept_starts, rng, draws)
         point = metrics_of((completion.positives[None, keep], completion.negatives[None, keep]))
-        estimates, truths = metrics_of(completed), metrics_of(truth)
-        drawn = {  # the point estimate less each draw's error, inside the values drawn
-            key: _within(point[key] - (values - truths[key]), truths[key], values)
-            for key, values in estimates.items()
-        }
+        drawn = _pivoted(point, metrics_of(completed), metrics_of(truth))
     out = _quantiles(drawn, draws, level)
     if completion.assumption == "class":
         out.update(_labelled_areas(rows.positives, rows.negatives, pi0, level, rng))
+    return _with_prior(out, completion)
+
+
+def merged_completion_intervals(
+    parts: Sequence[tuple[Any, Any, Any, Completion]],
+    completion: Completion,
+    *,
+    edges: Any,
+    thresholds: Sequence[float],
+    pi0: float | None,
+    cost_ratio: float | None,
+    rng: np.random.Generator,
+    draws: int = 200,
+    level: float = 0.95,
+) -> dict[str, Interval | None]:
+    """Intervals of a merged window's completed metrics, the window being the sum of
+    the completed windows ``parts`` (docs/maturity.md, "Windows built from windows").
+
+    Each part is drawn as :func:`completion_intervals` draws a window, and each draw's
+    completed histograms are summed over the parts (under ``score`` so are the draw's
+    truths, the merged error being that of the summed completion against the summed
+    truth), so that every part's error enters every draw. A part under ``class``
+    holding one class only (fully labelled, else it has no completion) does not vary.
+    The curve areas take the draws' quantiles too: the summed curve is not a labelled
+    one. OPS intervals and the prior's interval are those of ``completion``.
+
+    Parameters
+    ----------
+    parts : sequence of (unlabelled, positives, negatives, Completion)
+        Each stored window's histograms (its unlabelled rows being its labelled ones
+        when it holds no scored rows) on the merged window's bins, and their completion.
+    completion : Completion
+        The merged window's: the sum of the parts' completions.
+    edges, thresholds, pi0, cost_ratio, rng, draws, level
+        As in :func:`completion_intervals`.
+
+    Returns
+    -------
+    dict
+        As :func:`completion_intervals`.
+    """
+    level = _checked_options(draws, level)
+    shape = (draws, len(completion.positives))
+    completed = (np.zeros(shape), np.zeros(shape))
+    truth = (np.zeros(shape), np.zeros(shape))
+    for unlabelled, positives, negatives, part in parts:
+        rows = check_rows(unlabelled, positives, negatives)
+        starts = np.asarray(part.group_starts, dtype=np.intp)
+        v = remainder(rows.unlabelled, rows.labelled, starts)
+        if v is None or part.assumption != completion.assumption:
+            raise InvalidInput("parts", "a completion does not belong to its histograms")
+        if part.assumption == "score":
+            drawn, drawn_truth = _score_draws(rows.positives, rows.negatives, v, starts, rng, draws)
+        elif rows.n_positives > 0.0 and rows.n_negatives > 0.0:
+            drawn = drawn_truth = _class_draws(rows.positives, rows.negatives, v, rng, draws)
+        else:
+            drawn = drawn_truth = (rows.positives[None, :], rows.negatives[None, :])
+        for total, add in ((completed, drawn), (truth, drawn_truth)):
+            total[0][:] += add[0]
+            total[1][:] += add[1]
+
+    def metrics_of(h: tuple[FloatArray, FloatArray]) -> dict[str, FloatArray]:
+        return row_metrics(
+            h[0], h[1], edges=edges, thresholds=thresholds, pi0=pi0, cost_ratio=cost_ratio
+        )
+
+    drawn_metrics = metrics_of(completed)
+    if completion.assumption == "score":
+        point = metrics_of((completion.positives[None, :], completion.negatives[None, :]))
+        drawn_metrics = _pivoted(point, drawn_metrics, metrics_of(truth))
+    return _with_prior(_quantiles(drawn_metrics, draws, level), completion)
+
+
+def _checked_options(draws: int, level: float) -> float:
+    """``level`` checked (and returned as a float), ``draws`` an integer >= 20."""
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 20:
+        raise InvalidInput("draws", f"is {draws!r}, must be an integer >= 20")
+    return check_probability("level", level)
+
+
+def _pivoted(
+    point: dict[str, FloatArray], estimates: dict[str, FloatArray], truths: dict[str, FloatArray]
+) -> dict[str, FloatArray]:
+    """``score``: the point estimate less each draw's error (its completion's metric less
+    its truth's), inside the values drawn."""
+    return {
+        key: _within(point[key] - (values - truths[key]), truths[key], values)
+        for key, values in estimates.items()
+    }
+
+
+def _with_prior(
+    intervals: dict[str, Interval | None], completion: Completion
+) -> dict[str, Interval | None]:
+    """``intervals`` with the OPS ones over the prior's, the not completable ones
+    (``None``) and the prior's own (the completion's)."""
     prior = (completion.prior.lower, completion.prior.upper)
-    out.update(_ops_intervals(out, prior))
-    out.update(dict.fromkeys(NOT_COMPLETABLE))
-    out["prior"] = prior
-    return out
+    intervals.update(_ops_intervals(intervals, prior))
+    intervals.update(dict.fromkeys(NOT_COMPLETABLE))
+    intervals["prior"] = prior
+    return intervals
 
 
 def _ops_intervals(
