@@ -14,7 +14,11 @@ it is Pearson's statistic of the window against the fitted mixture.
 The covariance's null space is spanned by the vector of ones and by the
 influence vector b; r is orthogonal to both (the shares and the mixture both
 sum to 1, and L'(pi_hat) = 0 is b'r = 0 when pi_hat is inside (0, 1)), so the
-form is computed in an orthonormal basis of their complement.
+form is that of the covariance restricted to their complement: r (projected
+on the complement) in the inverse of the covariance plus c Q Q', Q an
+orthonormal basis of the null space and c > 0, which is the generalised
+inverse there (without the complete QR factorisation a basis of the
+complement would take).
 """
 
 from __future__ import annotations
@@ -65,11 +69,17 @@ def mixture_fit_test(counts: FloatArray, sampling: GroupedSampling) -> MixtureFi
     df = g - 2
     if df < 1:
         return MixtureFitTest(None, max(df, 0), None)
+    # an orthonormal basis (q1, q2) of the null space span{1, b}
+    q1 = np.full(g, 1.0 / np.sqrt(g))
+    centred = sampling.influence - sampling.influence.mean()
+    q2 = centred / np.sqrt(centred @ centred)
     residual = counts / counts.sum() - sampling.mixture
-    basis, _ = np.linalg.qr(np.column_stack((np.ones(g), sampling.influence)), mode="complete")
-    complement = basis[:, 2:]
-    z = complement.T @ residual
-    cov = complement.T @ sampling.residual_cov() @ complement
-    statistic = float(z @ np.linalg.solve(cov, z))
+    residual -= q1 * (q1 @ residual) + q2 * (q2 @ residual)
+    # S + c (q1 q1' + q2 q2') is invertible and its inverse is S's generalised inverse on
+    # the complement (c > 0 at S's scale keeps it conditioned as the complement's block)
+    cov = sampling.residual_cov()
+    scale = np.trace(cov) / df
+    cov += scale * (np.outer(q1, q1) + np.outer(q2, q2))
+    statistic = float(residual @ np.linalg.solve(cov, residual))
     # chi2.sf's own kernel, without scipy.stats' per-call argument handling (a tenth of a ms)
     return MixtureFitTest(statistic, df, float(special.chdtrc(df, statistic)))

@@ -51,7 +51,9 @@ from app.estimation.reference import GroupedClasses
 
 def multinomial_cov(p: FloatArray) -> FloatArray:
     """Covariance of the shares of a multinomial draw of one example: diag p - p p'."""
-    return np.diag(p) - np.outer(p, p)
+    out: FloatArray = np.multiply.outer(-p, p)
+    out.flat[:: p.shape[0] + 1] += p
+    return out
 
 
 def debiasing_map(reference: GroupedClasses, smoothed: float) -> tuple[float, float]:

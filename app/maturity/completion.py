@@ -187,6 +187,9 @@ class _Rows:
     unlabelled: FloatArray
     positives: FloatArray
     negatives: FloatArray
+    n_unlabelled: float
+    n_positives: float
+    n_negatives: float
 
     @property
     def labelled(self) -> FloatArray:
@@ -207,15 +210,35 @@ def bins_of_thresholds(edges: Any, thresholds: Sequence[float]) -> tuple[int, ..
 
 
 def check_rows(unlabelled: Any, positives: Any, negatives: Any) -> _Rows:
-    pos, neg = check_class_histograms(positives, negatives)
-    u = check_count("unlabelled", unlabelled)
-    if u.shape != pos.shape:
-        raise InvalidInput("unlabelled", f"has shape {u.shape} but positives has {pos.shape}")
-    return _Rows(u, pos, neg)
+    """The three histograms as float64 with their totals, checked (one dimension, one
+    shape, finite, >= 0). Valid rows take one pass each for the minimum and one for the
+    total (a total is finite when every count is); others go through the checks of
+    :mod:`app.metrics.validation`, which name the faulty input."""
+    try:
+        u, pos, neg = (np.asarray(a, dtype=np.float64) for a in (unlabelled, positives, negatives))
+        sums = (float(u.sum()), float(pos.sum()), float(neg.sum()))
+        valid = (
+            pos.ndim == 1
+            and u.shape == pos.shape == neg.shape
+            and min(u.min(), pos.min(), neg.min()) >= 0.0
+            and math.isfinite(sum(sums))
+        )
+    except (TypeError, ValueError):  # not numbers, or no bins (no minimum)
+        valid = False
+    if not valid:
+        pos, neg = check_class_histograms(positives, negatives)
+        u = check_count("unlabelled", unlabelled)
+        if u.shape != pos.shape:
+            raise InvalidInput("unlabelled", f"has shape {u.shape} but positives has {pos.shape}")
+        sums = (float(u.sum()), float(pos.sum()), float(neg.sum()))
+    return _Rows(u, pos, neg, *sums)
 
 
 def remainder(
-    rows_unlabelled: FloatArray, labelled: FloatArray, starts: IntArray
+    rows_unlabelled: FloatArray,
+    labelled: FloatArray,
+    starts: IntArray,
+    grouped_labelled: FloatArray | None = None,
 ) -> FloatArray | None:
     """The remainder v per bin, or ``None`` when a group breaks the protocol.
 
@@ -231,6 +254,8 @@ def remainder(
         u and p + q.
     starts : int array of shape (G,)
         First bin of each group.
+    grouped_labelled : array of shape (G,), optional
+        ``coarsen(labelled, starts)``, when the caller has it.
 
     Examples
     --------
@@ -238,19 +263,21 @@ def remainder(
     >>> remainder(u, lab, np.array([0, 1])).tolist()
     [0.0, 3.0, 0.0]
     """
-    raw = rows_unlabelled - labelled
-    excess = -coarsen(raw, starts)
-    if np.any(excess > TOLERANCE_ROWS + TOLERANCE_SHARE * coarsen(rows_unlabelled, starts)):
+    grouped_u = coarsen(rows_unlabelled, starts)
+    lab_g = coarsen(labelled, starts) if grouped_labelled is None else grouped_labelled
+    excess = lab_g - grouped_u
+    if np.any(excess > TOLERANCE_ROWS + TOLERANCE_SHARE * grouped_u):
         return None
-    negative = raw < 0.0
-    v = np.where(negative, 0.0, raw)
-    if not negative.any():
+    v = rows_unlabelled - labelled
+    if not v.min() < 0.0:  # the usual case: no bin to clamp
         return v
+    negative = v < 0.0
+    v[negative] = 0.0
     clamped = coarsen(negative.astype(np.float64), starts) > 0.0
     got = coarsen(v, starts)
     with np.errstate(invalid="ignore", divide="ignore"):
         scale = np.where(clamped & (got > 0.0), np.maximum(-excess, 0.0) / got, 1.0)
-    sizes = np.diff(np.append(starts, raw.shape[0]))
+    sizes = np.diff(np.append(starts, v.shape[0]))
     out: FloatArray = v * np.repeat(scale, sizes)
     return out
 
@@ -275,22 +302,20 @@ def score_group_starts(
     """
     n_bins = labelled.shape[0]
     bounds = [0, *sorted({int(b) for b in threshold_bins if 0 < b < n_bins}), n_bins]
-    starts: list[int] = []
+    pieces: list[IntArray] = []
     for lo, hi in itertools.pairwise(bounds):
-        starts.append(lo)
-        piece = labelled[lo:hi]
-        filled = np.flatnonzero(piece)
+        pieces.append(np.array([lo], dtype=np.intp))
+        filled = np.flatnonzero(labelled[lo:hi])
         if filled.size == 0:
             continue
-        cum = np.cumsum(piece[filled]).tolist()
-        total, base = cum[-1], 0.0
-        while True:
-            i = bisect_left(cum, base + min_labelled)
-            if i >= len(cum) or total - cum[i] < min_labelled:
-                break
-            starts.append(lo + int(filled[i]) + 1)
-            base = cum[i]
-    return np.asarray(starts, dtype=np.intp)
+        cum = np.cumsum(labelled[lo:hi][filled]).tolist()
+        total, closing = cum[-1], list[int]()
+        i = bisect_left(cum, min_labelled)
+        while i < len(cum) and not total - cum[i] < min_labelled:
+            closing.append(i)
+            i = bisect_left(cum, cum[i] + min_labelled, i)
+        pieces.append(lo + filled[closing] + 1)
+    return np.concatenate(pieces).astype(np.intp, copy=False)
 
 
 def complete(
@@ -344,14 +369,15 @@ def complete(
         raise InvalidInput("min_labelled", f"is {min_labelled!r}, must be an integer >= 1")
     if assumption not in ("class", "score"):
         raise InvalidInput("assumption", f"is {assumption!r}, must be 'class' or 'score'")
-    if not rows.unlabelled.sum() > 0.0:
+    if not rows.n_unlabelled > 0.0:
         return NoCompletion(NO_SCORES)
-    labelled = rows.labelled
-    if not labelled.sum() > 0.0:
+    if not rows.n_positives + rows.n_negatives > 0.0:
         return NoCompletion(NO_LABELS)
+    labelled = rows.labelled
     if assumption == "class":
-        return _complete_class(rows, alpha, level)
-    return _complete_score(rows, score_group_starts(labelled, threshold_bins, min_labelled), level)
+        return _complete_class(rows, labelled, alpha, level)
+    starts = score_group_starts(labelled, threshold_bins, min_labelled)
+    return _complete_score(rows, labelled, starts, level)
 
 
 def class_share(classes: GroupedClasses, grouped_remainder: FloatArray) -> ClassShare:
@@ -392,24 +418,25 @@ def class_histograms(
 
 
 def _labelled_only(rows: _Rows, assumption: str, starts: IntArray) -> Completion:
-    n_pos, labelled = float(rows.positives.sum()), float(rows.labelled.sum())
-    prior = n_pos / labelled
+    labelled = rows.n_positives + rows.n_negatives
+    prior = rows.n_positives / labelled
     return Completion(
         labelled=labelled,
-        scored=float(rows.unlabelled.sum()),
+        scored=rows.n_unlabelled,
         completeness=1.0,
         assumption=assumption,
         prior=CompletedPrior(prior, prior, prior, DEFAULT_LEVEL),
         positives=rows.positives.copy(),
         negatives=rows.negatives.copy(),
         fit=None,
-        group_starts=tuple(int(s) for s in starts),
+        group_starts=tuple(starts.tolist()),
     )
 
 
-def _complete_class(rows: _Rows, alpha: float, level: float) -> Completion | NoCompletion:
-    pooled = rows.labelled
-    n_pos, n_neg = float(rows.positives.sum()), float(rows.negatives.sum())
+def _complete_class(
+    rows: _Rows, pooled: FloatArray, alpha: float, level: float
+) -> Completion | NoCompletion:
+    n_pos, n_neg = rows.n_positives, rows.n_negatives
     classes = None
     if n_pos > 0.0 and n_neg > 0.0:
         try:
@@ -417,8 +444,12 @@ def _complete_class(rows: _Rows, alpha: float, level: float) -> Completion | NoC
         except InvalidInput:
             return NoCompletion(SAME_CLASS_SCORES)
     # the protocol is checked on the groups of the likelihood (equal labelled mass)
-    starts = quantile_bin_starts(pooled, GROUPS) if classes is None else classes.starts
-    v = remainder(rows.unlabelled, pooled, starts)
+    if classes is None:
+        starts = quantile_bin_starts(pooled, GROUPS)
+        v = remainder(rows.unlabelled, pooled, starts)
+    else:
+        starts = classes.starts
+        v = remainder(rows.unlabelled, pooled, starts, classes.positives + classes.negatives)
     if v is None:
         return NoCompletion(LABELS_EXCEED_SCORES)
     total = float(v.sum())
@@ -440,7 +471,7 @@ def _complete_class(rows: _Rows, alpha: float, level: float) -> Completion | NoC
     h1, h0 = class_histograms(rows.positives, rows.negatives, share.value, total)
     return Completion(
         labelled=labelled,
-        scored=float(rows.unlabelled.sum()),
+        scored=rows.n_unlabelled,
         completeness=labelled / whole,
         assumption="class",
         prior=CompletedPrior(
@@ -452,7 +483,7 @@ def _complete_class(rows: _Rows, alpha: float, level: float) -> Completion | NoC
         positives=h1,
         negatives=h0,
         fit=None if test.p_value is None else CompletionFit(test.p_value, test.p_value >= alpha),
-        group_starts=tuple(int(s) for s in starts),
+        group_starts=tuple(starts.tolist()),
     )
 
 
@@ -472,35 +503,36 @@ def score_shares(positives: FloatArray, labelled: FloatArray) -> tuple[FloatArra
     return share, pooled_lab
 
 
-def _complete_score(rows: _Rows, starts: IntArray, level: float) -> Completion | NoCompletion:
-    labelled = rows.labelled
-    v = remainder(rows.unlabelled, labelled, starts)
+def _complete_score(
+    rows: _Rows, labelled: FloatArray, starts: IntArray, level: float
+) -> Completion | NoCompletion:
+    group_lab = coarsen(labelled, starts)
+    v = remainder(rows.unlabelled, labelled, starts, group_lab)
     if v is None:
         return NoCompletion(LABELS_EXCEED_SCORES)
     total = float(v.sum())
     if total == 0.0:
         return _labelled_only(rows, "score", starts)
-    group_pos, group_lab = coarsen(rows.positives, starts), coarsen(labelled, starts)
-    share, n_share = score_shares(group_pos, group_lab)
+    share, n_share = score_shares(coarsen(rows.positives, starts), group_lab)
     sizes = np.diff(np.append(starts, labelled.shape[0]))
-    per_bin = np.repeat(share, sizes)
-    h1 = rows.positives + per_bin * v
-    h0 = rows.negatives + (1.0 - per_bin) * v
-    n_pos, n_lab = float(rows.positives.sum()), float(labelled.sum())
+    positives_v = np.repeat(share, sizes) * v  # the remainder's positives per bin
+    h1 = rows.positives + positives_v
+    h0 = rows.negatives + (v - positives_v)
+    n_pos, n_lab = rows.n_positives, rows.n_positives + rows.n_negatives
     whole = n_lab + total
     v_g = coarsen(v, starts)
     value = (n_pos + float(np.dot(share, v_g))) / whole
     half = _score_prior_half_width(n_share, share, v_g, level) / whole
     return Completion(
         labelled=n_lab,
-        scored=float(rows.unlabelled.sum()),
+        scored=rows.n_unlabelled,
         completeness=n_lab / whole,
         assumption="score",
         prior=CompletedPrior(value, max(value - half, 0.0), min(value + half, 1.0), level),
         positives=h1,
         negatives=h0,
         fit=None,
-        group_starts=tuple(int(s) for s in starts),
+        group_starts=tuple(starts.tolist()),
     )
 
 

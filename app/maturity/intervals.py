@@ -93,9 +93,7 @@ def completion_intervals(
         1 - ``level`` of the draws leave the metric undefined.
     """
     rows = check_rows(unlabelled, positives, negatives)
-    level = check_probability("level", level)
-    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 20:
-        raise InvalidInput("draws", f"is {draws!r}, must be an integer >= 20")
+    level = _checked_options(draws, level)
     starts = np.asarray(completion.group_starts, dtype=np.intp)
     v = remainder(rows.unlabelled, rows.labelled, starts)
     if v is None:
@@ -115,17 +113,104 @@ def completion_intervals(
     if completion.assumption == "class":
         drawn = metrics_of(_class_draws(pos, neg, rest, rng, draws))
     else:
-        thresholds_at = np.asarray(bins_of_thresholds(edges, thresholds), dtype=np.intp)
-        pieces = np.searchsorted(np.sort(thresholds_at), keep[kept_starts], side="right")
+        pieces = _pieces(edges, thresholds, keep[kept_starts])
         drawn = metrics_of(_score_draws(pos, neg, rest, kept_starts, pieces, rng, draws))
     out = _quantiles(drawn, draws, level)
     if completion.assumption == "class":
         out.update(_labelled_areas(rows.positives, rows.negatives, pi0, level, rng))
+    return _with_prior(out, completion)
+
+
+def merged_completion_intervals(
+    parts: Sequence[tuple[Any, Any, Any, Completion]],
+    completion: Completion,
+    *,
+    edges: Any,
+    thresholds: Sequence[float],
+    pi0: float | None,
+    cost_ratio: float | None,
+    rng: np.random.Generator,
+    draws: int = 200,
+    level: float = 0.95,
+) -> dict[str, Interval | None]:
+    """Intervals of a merged window's completed metrics, the window being the sum of
+    the completed windows ``parts`` (docs/maturity.md, "Windows built from windows").
+
+    Each part is drawn as :func:`completion_intervals` draws a window, and each draw's
+    full-label histograms are summed over the parts, so that every part's
+    uncertainty enters every draw. A part under ``class``
+    holding one class only (fully labelled, else it has no completion) does not vary.
+    The curve areas take the draws' quantiles too: the summed curve is not a labelled
+    one. OPS intervals and the prior's interval are those of ``completion``.
+
+    Parameters
+    ----------
+    parts : sequence of (unlabelled, positives, negatives, Completion)
+        Each stored window's histograms (its unlabelled rows being its labelled ones
+        when it holds no scored rows) on the merged window's bins, and their completion.
+    completion : Completion
+        The merged window's: the sum of the parts' completions.
+    edges, thresholds, pi0, cost_ratio, rng, draws, level
+        As in :func:`completion_intervals`.
+
+    Returns
+    -------
+    dict
+        As :func:`completion_intervals`.
+    """
+    level = _checked_options(draws, level)
+    shape = (draws, len(completion.positives))
+    completed = (np.zeros(shape), np.zeros(shape))
+    for unlabelled, positives, negatives, part in parts:
+        rows = check_rows(unlabelled, positives, negatives)
+        starts = np.asarray(part.group_starts, dtype=np.intp)
+        v = remainder(rows.unlabelled, rows.labelled, starts)
+        if v is None or part.assumption != completion.assumption:
+            raise InvalidInput("parts", "a completion does not belong to its histograms")
+        if part.assumption == "score":
+            pieces = _pieces(edges, thresholds, starts)
+            drawn = _score_draws(rows.positives, rows.negatives, v, starts, pieces, rng, draws)
+        elif rows.n_positives > 0.0 and rows.n_negatives > 0.0:
+            drawn = _class_draws(rows.positives, rows.negatives, v, rng, draws)
+        else:
+            drawn = (rows.positives[None, :], rows.negatives[None, :])
+        completed[0][:] += drawn[0]
+        completed[1][:] += drawn[1]
+
+    drawn_metrics = row_metrics(
+        completed[0],
+        completed[1],
+        edges=edges,
+        thresholds=thresholds,
+        pi0=pi0,
+        cost_ratio=cost_ratio,
+    )
+    return _with_prior(_quantiles(drawn_metrics, draws, level), completion)
+
+
+def _checked_options(draws: int, level: float) -> float:
+    """``level`` checked (and returned as a float), ``draws`` an integer >= 20."""
+    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 20:
+        raise InvalidInput("draws", f"is {draws!r}, must be an integer >= 20")
+    return check_probability("level", level)
+
+
+def _pieces(edges: Any, thresholds: Sequence[float], first_bins: Any) -> Any:
+    """The piece between two thresholds (0 below the lowest) of each group's first bin."""
+    thresholds_at = np.sort(np.asarray(bins_of_thresholds(edges, thresholds), dtype=np.intp))
+    return np.searchsorted(thresholds_at, first_bins, side="right")
+
+
+def _with_prior(
+    intervals: dict[str, Interval | None], completion: Completion
+) -> dict[str, Interval | None]:
+    """``intervals`` with the OPS ones over the prior's, the not completable ones
+    (``None``) and the prior's own (the completion's)."""
     prior = (completion.prior.lower, completion.prior.upper)
-    out.update(_ops_intervals(out, prior))
-    out.update(dict.fromkeys(NOT_COMPLETABLE))
-    out["prior"] = prior
-    return out
+    intervals.update(_ops_intervals(intervals, prior))
+    intervals.update(dict.fromkeys(NOT_COMPLETABLE))
+    intervals["prior"] = prior
+    return intervals
 
 
 def _ops_intervals(

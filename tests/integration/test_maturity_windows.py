@@ -139,6 +139,10 @@ def test_merged_windows_sum_the_completions_of_their_hours(api: Api) -> None:
     )
     assert merged["scored"] == 2 * ROWS
     assert merged["intervals"]["prior"]["lower"] < merged["prior"]["value"]
+    assert "intervals" not in merged["reasons"]  # each hour drawn, the draws summed
+    for name in ("precision", "recall", "f1"):
+        interval = merged["intervals"][name]
+        assert interval["lower"] <= merged["metrics"][name] <= interval["upper"], name
 
 
 def test_a_fully_labelled_window_completes_to_its_labelled_metrics(api: Api) -> None:

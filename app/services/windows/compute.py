@@ -77,10 +77,10 @@ from app.services.windows.estimate import (
 )
 from app.services.windows.maturity import (
     MATURITY_STREAM,
-    MERGED_INTERVALS,
     completed_sums,
     maturity_document,
     maturity_intervals,
+    merged_maturity_intervals,
     window_completion,
 )
 from app.services.windows.shape import curve_points, interval_doc, json_floats
@@ -242,7 +242,7 @@ def compute_window_result(
         return summary
     curves, intervals = _detail(model, window, curve, metrics, rng)
     if maturity is not None and isinstance(completion, Completion):
-        maturity = _with_intervals(model, window, completion, maturity, rng, merged=len(parts) > 1)
+        maturity = _with_intervals(model, window, completion, maturity, rng, parts)
     return replace(summary, intervals=intervals, curves=curves, tier=Tier.FULL, maturity=maturity)
 
 
@@ -252,18 +252,21 @@ def _with_intervals(
     completion: Completion,
     maturity: dict[str, Any],
     rng: np.random.Generator | None,
-    *,
-    merged: bool,
+    parts: Sequence[WindowSums],
 ) -> dict[str, Any]:
     """The maturity document with the detail tier's intervals of its completed metrics
-    (a bootstrap seeded from the sums); a merged window has its prior's alone."""
-    if merged:
-        prior = {k: maturity["prior"][k] for k in ("lower", "upper", "level")}
-        reasons = {**maturity["reasons"], "intervals": MERGED_INTERVALS}
-        return {**maturity, "intervals": {"prior": prior}, "reasons": reasons}
+    (a bootstrap seeded from the sums); a merged window's draw each stored window on its
+    own (``parts``), or, where they cannot, it has its prior's alone and says why."""
     generator = rng or np.random.default_rng([sums_seed(window), MATURITY_STREAM])
-    drawn = maturity_intervals(model, window, completion, maturity["metrics"], generator)
-    return {**maturity, "intervals": drawn}
+    if len(parts) <= 1:
+        drawn = maturity_intervals(model, window, completion, maturity["metrics"], generator)
+        return {**maturity, "intervals": drawn}
+    merged = merged_maturity_intervals(model, parts, completion, maturity["metrics"], generator)
+    if isinstance(merged, str):
+        prior = {k: maturity["prior"][k] for k in ("lower", "upper", "level")}
+        reasons = {**maturity["reasons"], "intervals": merged}
+        return {**maturity, "intervals": {"prior": prior}, "reasons": reasons}
+    return {**maturity, "intervals": merged}
 
 
 def _estimate_with_error(

@@ -39,6 +39,7 @@ from app.maturity import (
     complete,
     completed_metrics,
     completion_intervals,
+    merged_completion_intervals,
 )
 from app.metrics.binning import Counts
 from app.metrics.curves import cumulative_counts_from_histograms
@@ -49,8 +50,6 @@ ASSUMPTION_NONE = "assumption-none"
 """``reasons["maturity"]`` under ``label_missingness: none`` (no completion)."""
 NOT_COMPLETABLE_REASON = "not-completable"
 """Reason of the completed Brier score and log loss (pooled over both classes)."""
-MERGED_INTERVALS = "merged window: the completed metrics' intervals are those of its stored windows"
-"""Reason of a merged window's null completed-metric intervals."""
 MATURITY_STREAM = 2
 """Appended to the sums' seed for the generator of the completion's bootstrap."""
 INTERVAL_LEVEL = 0.95
@@ -223,6 +222,17 @@ def maturity_intervals(
         if coarse is not completion
         else metrics
     )
+    return _shifted(metrics, drawn, at)
+
+
+def _shifted(
+    metrics: dict[str, float | None],
+    drawn: dict[str, tuple[float, float] | None],
+    at: dict[str, float | None],
+) -> dict[str, dict[str, Any]]:
+    """``{"lower", "upper", "level"}`` of each metric with a value: its ``drawn`` interval
+    moved by the metric's value less its value ``at`` the bins drawn on (null bounds with
+    a reason where the bootstrap leaves one undefined)."""
     out: dict[str, dict[str, Any]] = {}
     for name, value in metrics.items():
         if value is None or name not in drawn:
@@ -239,6 +249,84 @@ def maturity_intervals(
             "level": INTERVAL_LEVEL,
         }
     return out
+
+
+MAX_MERGED_INTERVAL_PARTS = 48
+"""Most stored windows whose bootstraps a merged window's intervals sum
+(:func:`merged_maturity_intervals`): a day of hours, a month of days."""
+MERGED_INTERVAL_BINS = 50
+"""Most bins (besides the thresholds) a merged window's stored windows are drawn on."""
+MERGED_TOO_MANY = (
+    f"a merged window of more than {MAX_MERGED_INTERVAL_PARTS} stored windows: the completed "
+    "metrics' intervals are those of its stored windows"
+)
+"""Reason of a merged window's null completed-metric intervals (its prior's is given)."""
+MERGED_NOT_COMPLETED = (
+    "a stored window of the merged window cannot be completed on the bins its bootstrap "
+    "runs on: the completed metrics' intervals are those of its stored windows"
+)
+"""Reason of a merged window's null completed-metric intervals (its prior's is given)."""
+
+
+def merged_maturity_intervals(
+    model: ModelConfig,
+    parts: Sequence[WindowSums],
+    completion: Completion,
+    metrics: dict[str, float | None],
+    rng: np.random.Generator,
+) -> dict[str, dict[str, Any]] | str:
+    """The detail tier's intervals of a merged window's completed metrics
+    (:func:`app.maturity.merged_completion_intervals`: each stored window drawn on its own,
+    the draws summed), as :func:`maturity_intervals`; or the reason there are none.
+
+    Every stored window is drawn on the same bins, at most :data:`MERGED_INTERVAL_BINS`
+    cut at the quantiles of the merged window's completed rows and at every threshold
+    (the metrics at a threshold are the same on both), and completed there; each
+    interval is moved by the difference between the merged window's completed value and
+    that of the summed coarse completions. The cost grows with the stored windows (a few
+    milliseconds each), hence :data:`MAX_MERGED_INTERVAL_PARTS`.
+    """
+    if len(parts) > MAX_MERGED_INTERVAL_PARTS:
+        return MERGED_TOO_MANY
+    whole = completion.positives + completion.negatives
+    starts = np.arange(len(whole))
+    if len(whole) > MERGED_INTERVAL_BINS:
+        cuts = quantile_bin_starts(whole, MERGED_INTERVAL_BINS)
+        starts = np.union1d(cuts, bins_of_thresholds(model.bin_edges, model.thresholds))
+        starts = starts[starts < len(whole)].astype(np.intp)
+    edges = np.append(np.asarray(model.bin_edges)[starts], model.bin_edges[-1])
+    drawn_parts: list[tuple[FloatArray, FloatArray, FloatArray, Completion]] = []
+    for part in parts:
+        assert part.hist_positives is not None and part.hist_negatives is not None
+        pos = coarsen(part.hist_positives.astype(np.float64), starts)
+        neg = coarsen(part.hist_negatives.astype(np.float64), starts)
+        # a stored window of labelled rows only is its own scored rows (completeness 1)
+        scored = pos + neg
+        if part.unlabelled is not None and part.n_unlabelled > 0:
+            scored = coarsen(part.unlabelled.astype(np.float64), starts)
+        done = complete(
+            scored,
+            pos,
+            neg,
+            assumption="score" if completion.assumption == "score" else "class",
+            threshold_bins=bins_of_thresholds(edges, model.thresholds),
+            alpha=model.drift_settings().alpha,
+        )
+        if not isinstance(done, Completion):
+            return MERGED_NOT_COMPLETED
+        drawn_parts.append((scored, pos, neg, done))
+    summed = _summed([p[3] for p in drawn_parts], model.drift_settings().alpha)
+    options: dict[str, Any] = {
+        "edges": edges,
+        "thresholds": model.thresholds,
+        "pi0": model.pi0,
+        "cost_ratio": model.cost_ratio,
+    }
+    drawn = merged_completion_intervals(
+        drawn_parts, summed, rng=rng, level=INTERVAL_LEVEL, **options
+    )
+    at = metrics if len(starts) == len(whole) else completed_metrics(summed, **options)
+    return _shifted(metrics, drawn, at)
 
 
 def _coarse(

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from app.errors import InvalidInput
-from app.maturity import NOT_COMPLETABLE, Completion, complete, completed_metrics
+from app.maturity import (
+    NOT_COMPLETABLE,
+    CompletedPrior,
+    Completion,
+    complete,
+    completed_metrics,
+    merged_completion_intervals,
+)
 from app.maturity.intervals import completion_intervals
 from app.maturity.metrics import histogram_metrics, row_metrics
 from app.maturity.simulation import MaturingWindow
@@ -174,3 +181,110 @@ def test_a_metric_undefined_in_a_few_draws_takes_the_quantiles_of_the_others() -
     )  # fmt: skip
     low, high = intervals["precision"]  # type: ignore[misc]
     assert 0.0 <= low < high <= 1.0
+
+
+def _merged(
+    rng: np.random.Generator, assumption: str, n: int = 10_000
+) -> tuple[list[tuple[MaturingWindow, Completion]], Completion]:
+    """Two windows whose labels arrive at different rates (completeness 20% and 60%),
+    each completed, and the sum of their completions."""
+    if assumption == "class":
+        ws = [next(class_windows(rng, 1, prior=0.1, completeness=c, n=n)) for c in (0.2, 0.6)]
+    else:
+        ws = [next(score_windows(rng, 1, prior=0.1, n=n)) for _ in range(2)]
+    parts = [(w, completion_of(w, assumption)) for w in ws]
+    return parts, _summed(parts)
+
+
+def _summed(parts: list[tuple[MaturingWindow, Completion]]) -> Completion:
+    """The sum of the parts' completions (the prior's interval not drawn: its value)."""
+    h1 = sum(c.positives for _, c in parts)
+    h0 = sum(c.negatives for _, c in parts)
+    prior = float(h1.sum() / (h1.sum() + h0.sum()))
+    labelled, scored = sum(c.labelled for _, c in parts), sum(c.scored for _, c in parts)
+    return Completion(
+        labelled=labelled,
+        scored=scored,
+        completeness=labelled / scored,
+        assumption=parts[0][1].assumption,
+        prior=CompletedPrior(prior, prior, prior, 0.95),
+        positives=h1,
+        negatives=h0,
+        fit=None,
+    )
+
+
+def _merged_intervals(
+    parts: list[tuple[MaturingWindow, Completion]], summed: Completion, seed: int, draws: int
+) -> dict[str, tuple[float, float] | None]:
+    return merged_completion_intervals(
+        [(w.unlabelled, w.positives, w.negatives, c) for w, c in parts],
+        summed,
+        rng=np.random.default_rng(seed),
+        draws=draws,
+        **OPTIONS,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize("assumption", ["class", "score"])
+def test_a_merged_window_has_every_interval_and_each_brackets_its_value(assumption: str) -> None:
+    parts, summed = _merged(np.random.default_rng(21), assumption)
+    intervals = _merged_intervals(parts, summed, seed=1, draws=200)
+    one = _intervals(parts[0][0], parts[0][1], seed=1)
+    assert set(intervals) == set(one)
+    values = completed_metrics(summed, **OPTIONS)  # type: ignore[arg-type]
+    for name in ("precision", "recall", "f1", "mcc", "accuracy", "auc_roc", "calibrated_f1"):
+        bounds = intervals[name]
+        assert bounds is not None and bounds[0] <= values[name] <= bounds[1], name  # type: ignore[operator]
+    assert all(intervals[name] is None for name in NOT_COMPLETABLE)
+    assert intervals["prior"] == (summed.prior.lower, summed.prior.upper)
+
+
+def test_a_merged_window_s_interval_holds_the_error_of_every_part() -> None:
+    """The less mature part dominates: the merged interval of a precision is wider than
+    that of the sum drawn as if the first part were fully labelled."""
+    parts, summed = _merged(np.random.default_rng(22), "class")
+    full = parts[0][0].full
+    mature_w = MaturingWindow(full.positives + full.negatives, full.positives, full.negatives, full)
+    mature = [(mature_w, completion_of(mature_w, "class")), parts[1]]
+    both = _merged_intervals(parts, summed, seed=2, draws=200)["precision"]
+    one = _merged_intervals(mature, _summed(mature), seed=2, draws=200)["precision"]
+    assert both is not None and one is not None
+    assert both[1] - both[0] > 1.5 * (one[1] - one[0])
+
+
+def test_a_merged_window_refuses_parts_not_its_own() -> None:
+    parts, summed = _merged(np.random.default_rng(23), "class")
+    w, _ = parts[0]
+    with pytest.raises(InvalidInput) as err:  # a part completed under the other assumption
+        merged_completion_intervals(
+            [(w.unlabelled, w.positives, w.negatives, completion_of(w, "score"))],
+            summed,
+            rng=np.random.default_rng(0),
+            **OPTIONS,  # type: ignore[arg-type]
+        )
+    assert err.value.field == "parts"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assumption", ["class", "score"])
+def test_merged_intervals_cover_the_full_label_values(assumption: str) -> None:
+    """~200 merged windows of two parts labelled at different rates: the 95% intervals
+    cover the merged full-label values in clearly more than 85%."""
+    rng = np.random.default_rng(24)
+    names = ["precision", "recall", "f1", "mcc", "accuracy", "auc_roc", "calibrated_f1"]
+    hits = {name: 0 for name in names}
+    count = 200
+    for seed in range(count):
+        parts, summed = _merged(rng, assumption)
+        intervals = _merged_intervals(parts, summed, seed=seed, draws=100)
+        truth = histogram_metrics(
+            sum(w.full.positives for w, _ in parts),
+            sum(w.full.negatives for w, _ in parts),
+            **OPTIONS,  # type: ignore[arg-type]
+        )
+        for name in names:
+            low, high = intervals[name]  # type: ignore[misc]
+            hits[name] += low <= truth[name] <= high  # type: ignore[operator]
+    for name in names:
+        assert hits[name] / count >= 0.85, (name, hits[name] / count)

@@ -131,6 +131,32 @@ def test_merged_windows_sum_each_windows_completion() -> None:
     )
 
 
+def test_a_merged_window_has_intervals_drawn_from_each_stored_window() -> None:
+    rng = np.random.default_rng(16)
+    a, _ = _partial(rng, (0.6, 0.15))
+    b, _ = _partial(rng, (0.9, 0.6), n=10_000)
+    m = compute_window_result(MODEL, a + b, None, parts=(a, b)).maturity
+    assert m is not None and "intervals" not in m["reasons"]
+    names = ("prior", "precision", "recall", "f1", "mcc", "accuracy", "auc_roc", "calibrated_f1")
+    for name in names:
+        interval = m["intervals"][name]
+        assert interval["lower"] <= m["metrics"][name] <= interval["upper"], name
+        assert interval["upper"] - interval["lower"] > 0.0, name
+
+
+def test_a_merged_window_of_too_many_stored_windows_has_its_prior_interval_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(17)
+    a, _ = _partial(rng, (0.6, 0.15))
+    b, _ = _partial(rng, (0.9, 0.6), n=10_000)
+    monkeypatch.setattr(maturity, "MAX_MERGED_INTERVAL_PARTS", 1)
+    m = compute_window_result(MODEL, a + b, None, parts=(a, b)).maturity
+    assert m is not None and set(m["intervals"]) == {"prior"}
+    assert m["intervals"]["prior"]["lower"] < m["prior"]["value"] < m["intervals"]["prior"]["upper"]
+    assert m["reasons"]["intervals"] == maturity.MERGED_TOO_MANY
+
+
 def test_the_reference_sums_completed_windows() -> None:
     rng = np.random.default_rng(14)
     window, truth = _partial(rng, (0.6, 0.15))
