@@ -91,7 +91,8 @@ async def well_formed_inputs(
     name: str = request.path_params["name"]
     credentials = await bearer_credentials(request)
     keys = request.headers.getlist(IDEMPOTENCY_HEADER)
-    if _NAME.search(name) is None or credentials is None or len(keys) > 1:
+    # fullmatch: pydantic's "$" does not match before a final newline, Python's search's does
+    if _NAME.fullmatch(name) is None or credentials is None or len(keys) > 1:
         return None
     settings: Settings = request.app.state.settings
     return name, credentials, settings, keys[0] if keys else None

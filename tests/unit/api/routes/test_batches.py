@@ -45,6 +45,8 @@ def test_a_well_formed_request_is_read_directly() -> None:
     ("name", "headers"),
     [
         ("Fraud", None),  # not a model name: 422 naming it
+        ("fraud\n", None),  # nor is this one (a "$" of Python's re would take it)
+        ("f" * 65, None),
         ("fraud", [("content-type", "text/plain"), ("authorization", "Bearer t")]),  # 415
         ("fraud", [("content-type", "application/json")]),  # no token: 401
         ("fraud", [("content-type", "application/json"), ("authorization", "Basic dTpw")]),
