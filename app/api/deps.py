@@ -175,7 +175,8 @@ AnyScopeModelDep = Annotated[Model, Depends(model_with_scope("read", "ingest"))]
 """The path's model, for the admin or any key of it (settings and bins)."""
 
 
-def _is_json(content_type: str | None) -> bool:
+def is_json_content_type(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` header value names JSON (``application/json``, ``+json``)."""
     if not content_type:
         return False
     mime = content_type.split(";", 1)[0].strip().lower()
@@ -186,7 +187,7 @@ def _is_json(content_type: str | None) -> bool:
 async def require_json(request: Request) -> None:
     """415 unless the request declares a JSON body."""
     content_type = request.headers.get("content-type")
-    if not _is_json(content_type):
+    if not is_json_content_type(content_type):
         raise unsupported_media_type(content_type)
 
 
@@ -204,6 +205,12 @@ UniqueKeys = Depends(require_unique_keys)
 
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 """The bearer token of the request, if any (for routes that resolve the caller themselves)."""
+
+
+async def bearer_credentials(request: Request) -> HTTPAuthorizationCredentials | None:
+    """What :data:`BearerCredentials` resolves to, read without FastAPI's dependency
+    resolution (the batch route's fast path, app/api/routes/batches.py)."""
+    return await _bearer(request)
 
 
 async def idempotency_key(

@@ -12,7 +12,7 @@ them equal bit for bit.
 from __future__ import annotations
 
 import math
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -93,7 +93,19 @@ class ProbabilitySums:
         >>> ProbabilitySums(1.0, 1.0, 0.2, 0.7, 0.8, 0.4).as_array().tolist()
         [1.0, 1.0, 0.2, 0.7, 0.8, 0.4]
         """
-        return np.array(astuple(self), dtype=np.float64)
+        # the fields named, not dataclasses.astuple: that deep-copies each value
+        # (about 70 us, once per stored batch)
+        return np.array(
+            (
+                self.positives,
+                self.negatives,
+                self.brier_sum,
+                self.log_loss_sum,
+                self.score_sum_positive,
+                self.score_sum_negative,
+            ),
+            dtype=np.float64,
+        )
 
     def __add__(self, other: ProbabilitySums) -> ProbabilitySums:
         return ProbabilitySums(

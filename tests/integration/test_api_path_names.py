@@ -58,7 +58,7 @@ def test_every_route_with_a_path_parameter_is_known() -> None:
 
 
 @pytest.mark.parametrize(("method", "template"), ENDPOINTS, ids=map(ID, ENDPOINTS))
-@pytest.mark.parametrize("bad", ["x%00", "caf%C3%A9", "a" * 65])
+@pytest.mark.parametrize("bad", ["x%00", "caf%C3%A9", "a" * 65, "m%0A"])
 def test_an_invalid_model_name_is_a_422_naming_it(
     api: Any, method: str, template: str, bad: str, caplog: pytest.LogCaptureFixture
 ) -> None:

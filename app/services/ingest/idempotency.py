@@ -42,7 +42,9 @@ def check_idempotency_key(value: str | None) -> str | None:
     """The header value, validated: 1-255 visible ASCII characters, or None if absent."""
     if value is None:
         return None
-    if not (1 <= len(value) <= MAX_KEY_LENGTH) or not all(33 <= ord(c) <= 126 for c in value):
+    # visible ASCII (33-126): ASCII, printable (32-126), no space
+    visible = value.isascii() and value.isprintable() and " " not in value
+    if not (1 <= len(value) <= MAX_KEY_LENGTH) or not visible:
         raise InvalidInput(HEADER, f"must be 1 to {MAX_KEY_LENGTH} visible ASCII characters")
     return value
 

@@ -30,6 +30,15 @@ def test_bad_keys(key: str) -> None:
     assert info.value.field == "Idempotency-Key"
 
 
+def test_a_key_character_is_accepted_if_and_only_if_it_is_visible_ascii() -> None:
+    for code in range(0x2100):
+        try:
+            accepted = check_idempotency_key(f"k{chr(code)}k") is not None
+        except InvalidInput:
+            accepted = False
+        assert accepted == (33 <= code <= 126), hex(code)
+
+
 def test_missing_key_is_allowed() -> None:
     assert check_idempotency_key(None) is None
 
