@@ -604,6 +604,9 @@ def drain_closed(fleet: Fleet, env: dict[str, str], day: datetime) -> Drained:
     args = fleet.args
     fleet.sweep(day, args.drain_rows)
     waiting = waiting_windows(fleet.engine)
+    if args.node_dir:  # a cold directory of OPS nodes, shared by this drain's workers
+        nodes = fleet.logdir / f"ops-nodes-{day:%Y%m%d}"
+        env = {**env, "PRIORWATCH_WORKER_OPS_NODE_DIR": str(nodes)}
     started = time.perf_counter()
     with fleet.workers(max(args.workers), env) as procs:
         startup = sum(cpu_seconds(p.pid) for p in procs)
@@ -770,6 +773,13 @@ def parse_args() -> argparse.Namespace:
         "--profile",
         action="store_true",
         help="with --drain: profiles of a summary and a full computation",
+    )
+    parser.add_argument(
+        "--no-node-dir",
+        dest="node_dir",
+        action="store_false",
+        help="with --drain: every worker builds its own OPS nodes (default: the workers "
+        "of each drain share a new, empty PRIORWATCH_WORKER_OPS_NODE_DIR)",
     )
     parser.add_argument("--max-wait", type=float, help="bound of every wait, seconds")
     args = parser.parse_args()
