@@ -121,7 +121,7 @@ from app.services.ingest.batch import ingest_batch
 from app.services.models.config import ModelConfig
 from app.services.models.registry import create_model
 from app.services.models.settings import ModelCreate
-from app.services.windows.compute import compute_window_result
+from app.services.windows.compute import Tier, compute_window_result
 from app.services.windows.sums import WindowSums
 from app.timegrid import window_start
 
@@ -604,6 +604,9 @@ def drain_closed(fleet: Fleet, env: dict[str, str], day: datetime) -> Drained:
     args = fleet.args
     fleet.sweep(day, args.drain_rows)
     waiting = waiting_windows(fleet.engine)
+    if args.node_dir:  # a cold directory of OPS nodes, shared by this drain's workers
+        nodes = fleet.logdir / f"ops-nodes-{day:%Y%m%d}"
+        env = {**env, "PRIORWATCH_WORKER_OPS_NODE_DIR": str(nodes)}
     started = time.perf_counter()
     with fleet.workers(max(args.workers), env) as procs:
         startup = sum(cpu_seconds(p.pid) for p in procs)
@@ -694,7 +697,7 @@ def per_window_costs(fleet: Fleet, day: datetime, profile: bool) -> None:
     gap = max(abs(v - stored.metrics[k]) for k, v in zip(names, floor, strict=True))
     costs = {
         "floor (numpy cumsums)": cpu_per_call(lambda: floor_metrics(pos, neg, at), 200),
-        "summary": cpu_per_call(lambda: compute_window_result(model, sums, None, detail=False), 20),
+        "summary": cpu_per_call(lambda: summary(model, sums), 20),
         "full": cpu_per_call(lambda: compute_window_result(model, sums, None), 10),
     }
     base = costs["floor (numpy cumsums)"]
@@ -705,11 +708,17 @@ def per_window_costs(fleet: Fleet, day: datetime, profile: bool) -> None:
         flush=True,
     )
     if profile:
-        profiler = cProfile.Profile(time.process_time)
-        profiler.runcall(lambda: [compute_window_result(model, sums, None) for _ in range(10)])
-        out = io.StringIO()
-        pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
-        print(out.getvalue(), flush=True)
+        for label, call in (("summary", summary), ("full", compute_window_result)):
+            profiler = cProfile.Profile(time.process_time)
+            profiler.runcall(lambda call=call: [call(model, sums, None) for _ in range(10)])
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(15)
+            print(f"  profile of 10 {label} computations:\n{out.getvalue()}", flush=True)
+
+
+def summary(model: ModelConfig, sums: WindowSums, reference: WindowSums | None = None) -> object:
+    """The summary tier of a window, as a drain computes it first."""
+    return compute_window_result(model, sums, reference, tier=Tier.SUMMARY)
 
 
 def drain(url: str, engine: sa.Engine, args: argparse.Namespace, logdir: Path) -> None:
@@ -761,7 +770,16 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--drain-rows", type=int, default=2_000, help="rows per batch of the drain")
     parser.add_argument(
-        "--profile", action="store_true", help="with --drain: profile of a full computation"
+        "--profile",
+        action="store_true",
+        help="with --drain: profiles of a summary and a full computation",
+    )
+    parser.add_argument(
+        "--no-node-dir",
+        dest="node_dir",
+        action="store_false",
+        help="with --drain: every worker builds its own OPS nodes (default: the workers "
+        "of each drain share a new, empty PRIORWATCH_WORKER_OPS_NODE_DIR)",
     )
     parser.add_argument("--max-wait", type=float, help="bound of every wait, seconds")
     args = parser.parse_args()

@@ -69,7 +69,7 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from app.metrics.areas import average_precision_from_counts
 from app.metrics.labeling import Array
@@ -253,6 +253,8 @@ def dkw_sum_quantile(prob: float, n_positives: float, n_negatives: float) -> flo
     u, v = 1.0 / math.sqrt(n_positives), 1.0 / math.sqrt(n_negatives)
     # each term's own tail at its share of d bounds the sum's: 2 exp(−2 d^2/(u + v)^2) <= tail
     upper = (u + v) * math.sqrt(math.log(2.0 / tail) / 2.0)
+    from scipy import optimize  # on first use (docs/worker.md, start-up)
+
     root: float = optimize.brentq(
         lambda d: dkw_sum_sf(d, n_positives, n_negatives) - tail, 0.0, upper, xtol=1e-12
     )

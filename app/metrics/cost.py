@@ -29,7 +29,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import quad
 from scipy.special import betainc, betaincc, betaincinv, expit
 
 from app.errors import InvalidInput
@@ -273,6 +272,8 @@ def _expected_positive_share(positives: float, negatives: float, a: float, b: fl
         breaks = np.log(q) - np.log1p(-q) - shift
     breaks = np.unique(np.concatenate([breaks, [0.0]]))
     breaks = breaks[np.abs(breaks) < _LOGIT_SPAN]
+    from scipy.integrate import quad  # on first use: scipy.integrate pulls in optimize
+
     value, _ = quad(
         integrand, -_LOGIT_SPAN, _LOGIT_SPAN, points=breaks, epsabs=1e-14, epsrel=1e-12, limit=500
     )

@@ -11,7 +11,9 @@ fpr, fnr): the OPS is a percentile rank and higher is always better, so
 ``OPS_error_rate(e) = OPS_accuracy(1 - e)``. An undefined value (nan, on
 sets of measure zero such as a corner of the square) counts as not worse.
 
-F1 has a closed form (docs/outperformance.md). Every other registered metric is
+F1 has a closed form (docs/outperformance.md), and so have MCC, precision and
+accuracy (:mod:`app.metrics.ops_closed`): :func:`labeling_ops` and its batch
+forms use them. Every other registered metric is
 evaluated through its registry function on ``ConfusionCounts.from_rates`` (no
 formula is written twice) by a one-dimensional method along the diagonals of
 the square:
@@ -38,7 +40,7 @@ closed form, the prior-free closed forms and a brute-force grid).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -46,6 +48,7 @@ import numpy.typing as npt
 
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.labeling import LABELING_METRICS, LabelingMetric
+from app.metrics.ops_closed import CLOSED_FORMS
 
 Array = npt.NDArray[np.float64]
 FloatArray = npt.NDArray[np.floating[Any]]
@@ -244,10 +247,15 @@ def _joined(parts: Iterable[Array]) -> Array:
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
+_CLOSED: dict[str, Callable[[float, float], float]] = {"f1": f1_ops, **CLOSED_FORMS}
+"""The labeling metrics whose OPS is a closed form, not :func:`worse_area`."""
+
+
 def labeling_ops(name: str, value: float, prior: float) -> float:
     """OPS of labeling metric ``name`` (a key of ``LABELING_METRICS``) at ``prior``.
 
-    F1 uses :func:`f1_ops`; every other metric :func:`worse_area`. Arguments
+    F1 uses :func:`f1_ops`, MCC, precision and accuracy their closed forms
+    (:mod:`app.metrics.ops_closed`); every other metric :func:`worse_area`. Arguments
     are trusted (validated by :func:`app.metrics.ops.outperformance_score`).
 
     Examples
@@ -266,8 +274,9 @@ def labeling_ops_pairs(name: str, values: Sequence[float], priors: Sequence[floa
     >>> [round(x, 4) for x in labeling_ops_pairs("recall", [0.3, 0.6], [0.1, 0.5])]
     [0.3, 0.6]
     """
-    if name == "f1":
-        return [f1_ops(v, p) for v, p in zip(values, priors, strict=True)]
+    closed = _CLOSED.get(name)
+    if closed is not None:
+        return [closed(v, p) for v, p in zip(values, priors, strict=True)]
     return [float(x) for x in worse_areas(LABELING_METRICS[name], values, priors)]
 
 
@@ -283,13 +292,13 @@ def labeling_ops_at(values: Mapping[str, float], prior: float) -> dict[str, floa
     >>> round(ops["recall"], 4), round(ops["f1"], 4)
     (0.3, 0.9577)
     """
-    names = [name for name in values if name != "f1"]
+    names = [name for name in values if name not in _CLOSED]
     metrics = [LABELING_METRICS[name] for name in names]
     found: dict[str, float] = {}
     if names:
         areas = _worse_areas(metrics, [values[n] for n in names], [prior] * len(names))
         found = dict(zip(names, areas.tolist(), strict=True))
     return {
-        name: f1_ops(value, prior) if name == "f1" else found[name]
+        name: closed(value, prior) if (closed := _CLOSED.get(name)) else found[name]
         for name, value in values.items()
     }

@@ -40,7 +40,7 @@ import functools
 import math
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -131,6 +131,15 @@ def recall_grid(n_points: int = CURVE_POINTS) -> Array:
     return (np.arange(n_points, dtype=np.float64) + 0.5) / n_points
 
 
+class NodeStore(Protocol):
+    """Where a :class:`ScoringReference` keeps its AUC-PR and lift nodes beyond its own
+    process (the worker's :class:`app.worker.node_store.NodeDirectory`)."""
+
+    def node(self, area: str, index: int, build: Callable[[], Array]) -> Array:
+        """The node (``area``, ``index``): the stored one, else ``build()`` (then stored)."""
+        ...
+
+
 class ScoringReference:
     """OPS of scoring metrics against one set of DBT curves (two-phase, thread-safe).
 
@@ -154,6 +163,12 @@ class ScoringReference:
         self._nodes: dict[tuple[str, int], Array] = {}
         self._alpha_sorted: dict[float, Array] = {}
         self._tpr_shifted: tuple[Array, Array] | None = None
+        self._store: NodeStore | None = None
+
+    def store_nodes_in(self, store: NodeStore | None) -> None:
+        """Read and keep the AUC-PR and lift nodes in ``store`` from now on (None: in this
+        process only). The nodes are the same bytes either way."""
+        self._store = store
 
     @property
     def n_curves(self) -> int:
@@ -216,10 +231,18 @@ class ScoringReference:
         key = (area, index)
         node = self._nodes.get(key)
         if node is None:
-            s = index * LOGIT_STEP
-            node = _to_scale(area, self.exact_values(area, _sigmoid(s)), _neg_log_sigmoid(s))
+            store = self._store
+            if store is None:
+                node = self._built_node(area, index)
+            else:
+                node = store.node(area, index, lambda: self._built_node(area, index))
             with self._lock:
                 self._nodes.setdefault(key, node)
+        return node
+
+    def _built_node(self, area: str, index: int) -> Array:
+        s = index * LOGIT_STEP
+        node: Array = _to_scale(area, self.exact_values(area, _sigmoid(s)), _neg_log_sigmoid(s))
         return node
 
     def interpolated_values(self, area: str, prior: float) -> Array:

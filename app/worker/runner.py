@@ -13,6 +13,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -23,6 +24,7 @@ from app.db.session import make_engine, make_session_factory
 from app.services.refresh.groups import ClaimedWindow
 from app.worker.jobs import DatabaseJobs
 from app.worker.loop import Backoff, LoopStats, WorkerLoop
+from app.worker.node_store import NodeDirectory
 from app.worker.settings import WorkerSettings
 
 log = logging.getLogger("priorwatch.worker")
@@ -58,11 +60,16 @@ def build_loop(
     )
 
 
-def warm_up() -> None:
-    """Build the process's prior-free OPS reference before the first claim (see WorkerSettings)."""
+def warm_up(ops_node_dir: str = "") -> None:
+    """Build the process's prior-free OPS reference before the first claim (see
+    WorkerSettings); with ``ops_node_dir``, its AUC-PR and lift nodes are kept there
+    (:mod:`app.worker.node_store`)."""
     from app.metrics.ops_scoring import scoring_reference
 
-    scoring_reference().warm_up()
+    reference = scoring_reference()
+    if ops_node_dir:
+        reference.store_nodes_in(NodeDirectory(Path(ops_node_dir), reference.dbt))
+    reference.warm_up()
 
 
 def install_stop_handlers(stop: threading.Event) -> Callable[[], None]:
@@ -99,7 +106,7 @@ def run(
     engine = make_engine(settings.database_url, settings)
     try:
         if worker_settings.warm_up:
-            warm_up()
+            warm_up(worker_settings.ops_node_dir)
         loop = build_loop(make_session_factory(engine), worker_settings, stop)
         log.info("worker ready (lease %.1f s)", worker_settings.lease_seconds)
         return loop.run()
@@ -125,7 +132,7 @@ class InProcessWorker:
 
     def _main(self) -> None:
         if self.settings.warm_up:
-            warm_up()
+            warm_up(self.settings.ops_node_dir)
         self.loop.run()
 
     def start(self) -> InProcessWorker:

@@ -1,7 +1,8 @@
 """A worker's start-up (docs/worker.md) in a fresh process (deploy tier).
 
 The warm-up builds the prior-free OPS reference only: nodes depend on the
-priors of the windows, unknown at start; scipy.stats stays unimported.
+priors of the windows, unknown at start; scipy.stats, scipy.optimize and
+scipy.integrate stay unimported (only some windows need them, on first use).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ STARTUP = (
     "from app.worker.runner import warm_up\n"
     "warm_up()\n"
     "ref = scoring_reference()\n"
-    "print(sorted(m for m in sys.modules if m.startswith('scipy.stats')))\n"
+    "lazy = ('scipy.stats', 'scipy.optimize', 'scipy.integrate')\n"
+    "print(sorted(m for m in sys.modules if m.startswith(lazy)))\n"
     "print(sorted(ref._sorted), len(ref._alpha_sorted), len(ref._nodes))\n"
 )
 
@@ -29,7 +31,7 @@ def _start_up() -> list[str]:
     return result.stdout.splitlines()
 
 
-def test_worker_start_up_leaves_scipy_stats_unimported() -> None:
+def test_worker_start_up_leaves_scipy_stats_optimize_and_integrate_unimported() -> None:
     assert _start_up()[0] == "[]"
 
 

@@ -6,6 +6,8 @@ tests/deploy/test_worker_startup.py.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from scipy import stats
 
@@ -37,3 +39,16 @@ def test_binormal_bin_probabilities_match_the_normal_cdf() -> None:
     cdf = stats.norm.cdf(z, loc=-0.7, scale=1.3)
     expected = np.diff(cdf) / np.diff(cdf).sum()
     assert np.array_equal(binormal_bin_probabilities(edges, -0.7, 1.3), expected)
+
+
+def test_warm_up_with_a_node_directory_keeps_the_nodes_there(tmp_path: Path) -> None:
+    from app.metrics.ops_scoring import scoring_reference
+    from app.worker.runner import warm_up
+
+    reference = scoring_reference()
+    try:
+        warm_up(str(tmp_path))
+        reference.ops_area("auc_lift", 1.5, 0.00071)  # a prior no other test uses
+        assert len(list(tmp_path.glob("*-auc_lift-*.npy"))) == 4
+    finally:
+        reference.store_nodes_in(None)

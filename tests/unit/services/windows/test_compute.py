@@ -27,6 +27,7 @@ from app.services.windows.compute import (
     INSUFFICIENT,
     MIN_OPS_AUC_PR_POSITIVES_X_PRIOR,
     TINY_PRIOR_AUC_PR,
+    Tier,
     compute_window_result,
 )
 from app.services.windows.reference import baseline_period, dependent_windows
@@ -504,3 +505,27 @@ def test_merging_windows_past_int64_is_refused_not_wrapped() -> None:
     assert fits is not None and fits.n == half + 2**61 <= INT64_MAX
     with pytest.raises(CountOverflow, match="more than 2\\^63 - 1"):
         WindowSums.merge([full, full])
+
+
+def test_the_labeling_ops_of_a_window_are_the_closed_forms_within_the_old_integration() -> None:
+    """Issue 23: ops_mcc, ops_precision and ops_accuracy (at every threshold) come from the
+    closed forms; the diagonal integration that computed them before agrees within its
+    error, so a stored document moves by at most that, and every other key is as before."""
+    from app.metrics.labeling import LABELING_METRICS
+    from app.metrics.ops_closed import CLOSED_FORMS
+    from app.metrics.ops_labeling import worse_areas
+
+    rng = np.random.default_rng(23)
+    model = model_config((0.3, 0.5, 0.7), n_bins=1000, pi0=0.1)
+    for prior in (0.02, 0.1, 0.4):
+        scores, labels = shifted_logit_scores(rng, 3000, prior, separation=1.5, offset=-2.0)
+        window = sums_of(scores, labels, model)
+        summary = compute_window_result(model, window, None, tier=Tier.SUMMARY)
+        metrics, data_prior = summary.metrics, window.positives / window.n
+        for name in CLOSED_FORMS:
+            for suffix in ("", *(threshold_suffix(t) for t in model.thresholds[1:])):
+                value, ops = metrics[name + suffix], metrics[f"ops_{name}{suffix}"]
+                assert value is not None and ops is not None
+                assert ops == CLOSED_FORMS[name](value, data_prior)
+                old = worse_areas(LABELING_METRICS[name], [value], [data_prior])[0]
+                assert abs(ops - old) < 5e-5
