@@ -105,7 +105,7 @@ def _counts() -> Any:
 
 def model_counts(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
     """Every model (of ``shard``) by name: ``id, name, window, segments, sla,
-    label_missingness, label_horizon`` and its ``batches, rows, unfolded, quarantined``
+    label_missingness, label_horizon, exposition`` and its ``batches, rows, unfolded, quarantined``
     counts (0 without any; one statement)."""
     counts = _counts()
     return session.execute(
@@ -117,6 +117,7 @@ def model_counts(session: Session, shard: tuple[int, int] | None = None) -> Sequ
             Model.sla,
             Model.label_missingness,
             Model.label_horizon,
+            Model.exposition,
             func.coalesce(counts.c.batches, 0),
             func.coalesce(counts.c.rows, 0),
             func.coalesce(counts.c.unfolded, 0),
@@ -220,10 +221,14 @@ BOTH_KINDS: ColumnElement[bool] = and_(WA.n_unlabelled > 0, WA.n > 0)
 
 
 def _latest_document(
-    role: int, condition: ColumnElement[bool], document: Any = WM.estimate
+    role: int,
+    condition: ColumnElement[bool],
+    document: Any = WM.estimate,
+    shard: tuple[int, int] | None = None,
 ) -> Select[Any]:
     """(role, model, segment, start, ``document`` as text) of the latest fresh window per
-    (model, segment) meeting ``condition`` (``document``: the stored estimate by default)."""
+    (model, segment) of the models of ``shard`` meeting ``condition`` (``document``: the
+    stored estimate by default)."""
     joined = and_(
         WA.model_id == WM.model_id, WA.segment == WM.segment, WA.window_start == WM.window_start
     )
@@ -234,7 +239,7 @@ def _latest_document(
             func.max(WM.window_start).label("window_start"),
         )
         .join(WA, joined)
-        .where(WM.status == StoredStatus.FRESH, condition)
+        .where(WM.status == StoredStatus.FRESH, condition, _of_shard(WM.model_id, shard))
         .group_by(WM.model_id, WM.segment)
         .subquery()
     )
@@ -250,30 +255,33 @@ def _latest_document(
     )
 
 
-def latest_estimates(session: Session) -> Sequence[Record]:
+def latest_estimates(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
     """``role, model_id, segment, window_start`` and the stored estimate as text of the
     latest fresh window per (model, segment) with unlabelled rows (role 0) and of the
-    latest with unlabelled and labelled rows (role 1); one statement (UNION ALL)."""
+    latest with unlabelled and labelled rows (role 1), of the models of ``shard``; one
+    statement (UNION ALL)."""
     return session.execute(
         union_all(
-            _latest_document(0, WA.n_unlabelled > 0),
-            _latest_document(1, BOTH_KINDS),
+            _latest_document(0, WA.n_unlabelled > 0, shard=shard),
+            _latest_document(1, BOTH_KINDS, shard=shard),
         )
     ).all()
 
 
-def latest_maturity(session: Session) -> Sequence[Record]:
+def latest_maturity(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
     """``role`` (0), ``model_id, segment, window_start`` and the stored ``maturity`` document
-    as text of the latest fresh window per (model, segment) holding both kinds of rows."""
-    return session.execute(_latest_document(0, BOTH_KINDS, WM.maturity)).all()
+    as text of the latest fresh window per (model, segment) holding both kinds of rows, of
+    the models of ``shard``."""
+    return session.execute(_latest_document(0, BOTH_KINDS, WM.maturity, shard)).all()
 
 
-def fresh_stamps(session: Session) -> Sequence[Record]:
+def fresh_stamps(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
     """``model_id, segment``, the number of fresh windows and their latest
-    ``computed_at``, of every (model, segment) with a fresh window (one statement)."""
+    ``computed_at``, of every (model, segment) of the models of ``shard`` with a fresh
+    window (one statement)."""
     return session.execute(
         select(WM.model_id, WM.segment, func.count(), func.max(WM.computed_at))
-        .where(WM.status == StoredStatus.FRESH)
+        .where(WM.status == StoredStatus.FRESH, _of_shard(WM.model_id, shard))
         .group_by(WM.model_id, WM.segment)
     ).all()
 
@@ -327,15 +335,12 @@ def recent_keys(
     return out
 
 
-COMPLETED: ColumnElement[bool] = WM.maturity["completeness"].as_float().is_not(None)
-"""The window has a completed window (a ``maturity`` document, neither SQL nor JSON null)."""
-
-
-def _judged(completed: Any, labelled: Any) -> Any:
-    """A stored number as an SLA objective reads it: ``completed`` (in the ``maturity``
-    document) where the window was completed, else ``labelled`` (as in
-    :func:`app.sla.objectives.judged_documents`); null where the document read holds none."""
-    return case((COMPLETED, completed.as_float()), else_=labelled.as_float())
+def _judged(completeness: Any, completed: Any, labelled: Any) -> Any:
+    """A stored number as an SLA objective reads it (floats read from the documents):
+    ``completed`` (in the ``maturity`` document) where the window was completed
+    (``completeness`` is not null), else ``labelled`` (as in
+    :func:`app.sla.objectives.judged_documents`); null where the document holds none."""
+    return case((completeness.is_not(None), completed), else_=labelled)
 
 
 def outcome_values(
@@ -346,18 +351,46 @@ def outcome_values(
     window_start, computed_at``, the drift verdict's flag of each kind of ``flags``,
     whether the detail is of the metrics' version, then per name of ``metrics`` its
     value and its interval's lower and upper bounds, the completed ones where the window
-    has a ``maturity`` document (as the SLA report judges it)."""
-    columns = [WM.drift[(kind, "flag")].as_boolean() for kind in flags]
-    columns.append(WM.detail_version == WM.aggregate_version)
-    for name in metrics:
-        columns.append(_judged(WM.maturity[("metrics", name)], WM.metrics[name]))
-        for bound in ("lower", "upper"):
-            completed = WM.maturity[("intervals", name, bound)]
-            columns.append(_judged(completed, WM.intervals[(name, bound)]))
+    has a ``maturity`` document (as the SLA report judges it).
+
+    Each stored document is opened once per row: an inner SELECT (kept apart by
+    ``OFFSET 0``, which PostgreSQL does not flatten) takes the parts read out of it, and
+    the outer one picks from those small values (a document opened per path read costs a
+    decompression each).
+    """
+    parts: list[Any] = [
+        WM.model_id.label("model_id"),
+        WM.segment.label("segment"),
+        WM.window_start.label("window_start"),
+        WM.computed_at.label("computed_at"),
+        WM.drift.label("drift"),
+        (WM.detail_version == WM.aggregate_version).label("current"),
+        WM.maturity["completeness"].as_float().label("completeness"),
+        WM.maturity["metrics"].label("completed"),
+        WM.maturity["intervals"].label("completed_intervals"),
+        *(WM.metrics[name].as_float().label(f"m{j}") for j, name in enumerate(metrics)),
+        *(WM.intervals[name].label(f"i{j}") for j, name in enumerate(metrics)),
+    ]
     for i in range(0, len(keys), KEYS_PER_QUERY):
-        yield from session.execute(
-            select(WM.model_id, WM.segment, WM.window_start, WM.computed_at, *columns).where(
+        inner = (
+            select(*parts)
+            .where(
                 WM.status == StoredStatus.FRESH,
                 tuple_(WM.model_id, WM.segment, WM.window_start).in_(keys[i : i + KEYS_PER_QUERY]),
             )
+            .offset(0)
+            .subquery()
+        )
+        c = inner.c
+        columns = [c.drift[(kind, "flag")].as_boolean() for kind in flags]
+        columns.append(c.current)
+        for j, name in enumerate(metrics):
+            completed = c.completed[name].as_float()
+            columns.append(_judged(c.completeness, completed, c[f"m{j}"]))
+            for bound in ("lower", "upper"):
+                completed = c.completed_intervals[(name, bound)].as_float()
+                labelled = c[f"i{j}"][bound].as_float()
+                columns.append(_judged(c.completeness, completed, labelled))
+        yield from session.execute(
+            select(c.model_id, c.segment, c.window_start, c.computed_at, *columns)
         ).all()
