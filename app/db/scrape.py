@@ -25,12 +25,14 @@ from sqlalchemy import (
     and_,
     case,
     cast,
+    column,
     func,
     literal,
     select,
     true,
     tuple_,
     union_all,
+    values,
 )
 from sqlalchemy.orm import Session
 
@@ -54,6 +56,20 @@ WindowId = tuple[int, str, datetime]
 """(model id, segment key, window start)."""
 Record = Row[*tuple[Any, ...]]
 """A row read by position."""
+
+
+WINDOW_KEY = (WM.model_id, WM.segment, WM.window_start)
+"""The columns that name a stored window."""
+
+
+def _among(session: Session, columns: Sequence[Any], keys: Sequence[Any]) -> ColumnElement[bool]:
+    """The condition that ``columns`` take one of the tuples of ``keys``: a row IN list,
+    on PostgreSQL against a VALUES list (a semi-join; a row IN list of a few hundred
+    tuples is planned as as many ORed index probes, about 20 times slower there)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return tuple_(*columns).in_(keys)
+    wanted = values(*(column(f"c{i}", c.type) for i, c in enumerate(columns)), name="wanted")
+    return tuple_(*columns).in_(select(wanted.data([tuple(k) for k in keys])))
 
 
 def _of_shard(model_id: Any, shard: tuple[int, int] | None) -> ColumnElement[bool]:
@@ -208,7 +224,7 @@ def latest_documents(
         statements = [
             _with_aggregate(*documents).where(
                 WM.status == StoredStatus.FRESH,
-                tuple_(WM.model_id, WM.segment, WM.window_start).in_(keys[i : i + KEYS_PER_QUERY]),
+                _among(session, WINDOW_KEY, keys[i : i + KEYS_PER_QUERY]),
             )
             for i in range(0, len(keys), KEYS_PER_QUERY)
         ]
@@ -317,7 +333,7 @@ def recent_keys(
     else:
         wanted = sorted(groups)
         filters = [
-            ranked.where(tuple_(WM.model_id, WM.segment).in_(wanted[i : i + KEYS_PER_QUERY]))
+            ranked.where(_among(session, WINDOW_KEY[:2], wanted[i : i + KEYS_PER_QUERY]))
             for i in range(0, len(wanted), KEYS_PER_QUERY)
         ]
     out: list[Record] = []
@@ -343,6 +359,15 @@ def _judged(completeness: Any, completed: Any, labelled: Any) -> Any:
     return case((completeness.is_not(None), completed), else_=labelled)
 
 
+def _opened(session: Session, document: Any) -> Any:
+    """``document`` as a value read once: on PostgreSQL a decompressed copy, so the paths
+    read out of it do not decompress it each again (its null members dropped: a path to
+    one reads null either way)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return document
+    return func.jsonb_strip_nulls(document, type_=document.type)
+
+
 def outcome_values(
     session: Session, keys: Sequence[WindowId], flags: Sequence[str], metrics: Sequence[str]
 ) -> Iterator[Record]:
@@ -353,44 +378,39 @@ def outcome_values(
     value and its interval's lower and upper bounds, the completed ones where the window
     has a ``maturity`` document (as the SLA report judges it).
 
-    Each stored document is opened once per row: an inner SELECT (kept apart by
-    ``OFFSET 0``, which PostgreSQL does not flatten) takes the parts read out of it, and
-    the outer one picks from those small values (a document opened per path read costs a
-    decompression each).
+    Each stored document is opened once per row (:func:`_opened`, in an inner SELECT
+    kept apart by ``OFFSET 0``, which PostgreSQL does not flatten); the outer SELECT reads
+    the paths out of those values.
     """
-    parts: list[Any] = [
-        WM.model_id.label("model_id"),
-        WM.segment.label("segment"),
-        WM.window_start.label("window_start"),
-        WM.computed_at.label("computed_at"),
-        WM.drift.label("drift"),
-        (WM.detail_version == WM.aggregate_version).label("current"),
-        WM.maturity["completeness"].as_float().label("completeness"),
-        WM.maturity["metrics"].label("completed"),
-        WM.maturity["intervals"].label("completed_intervals"),
-        *(WM.metrics[name].as_float().label(f"m{j}") for j, name in enumerate(metrics)),
-        *(WM.intervals[name].label(f"i{j}") for j, name in enumerate(metrics)),
-    ]
     for i in range(0, len(keys), KEYS_PER_QUERY):
         inner = (
-            select(*parts)
+            select(
+                *WINDOW_KEY,
+                WM.computed_at,
+                WM.drift,
+                (WM.detail_version == WM.aggregate_version).label("current"),
+                _opened(session, WM.metrics).label("metrics"),
+                _opened(session, WM.intervals).label("intervals"),
+                _opened(session, WM.maturity).label("maturity"),
+            )
             .where(
                 WM.status == StoredStatus.FRESH,
-                tuple_(WM.model_id, WM.segment, WM.window_start).in_(keys[i : i + KEYS_PER_QUERY]),
+                _among(session, WINDOW_KEY, keys[i : i + KEYS_PER_QUERY]),
             )
             .offset(0)
             .subquery()
         )
         c = inner.c
+        completeness = c.maturity["completeness"].as_float()
         columns = [c.drift[(kind, "flag")].as_boolean() for kind in flags]
         columns.append(c.current)
-        for j, name in enumerate(metrics):
-            completed = c.completed[name].as_float()
-            columns.append(_judged(c.completeness, completed, c[f"m{j}"]))
+        for name in metrics:
+            completed = c.maturity[("metrics", name)].as_float()
+            columns.append(_judged(completeness, completed, c.metrics[name].as_float()))
             for bound in ("lower", "upper"):
-                completed = c.completed_intervals[(name, bound)].as_float()
-                labelled = c[f"i{j}"][bound].as_float()
-                columns.append(_judged(c.completeness, completed, labelled))
+                completed = c.maturity[("intervals", name, bound)].as_float()
+                labelled = c.intervals[(name, bound)].as_float()
+                columns.append(_judged(completeness, completed, labelled))
         yield from session.execute(
             select(c.model_id, c.segment, c.window_start, c.computed_at, *columns)
         ).all()
