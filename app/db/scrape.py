@@ -284,11 +284,12 @@ def latest_estimates(session: Session, shard: tuple[int, int] | None = None) -> 
     ).all()
 
 
-def latest_maturity(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
+def latest_maturity(session: Session, shard: tuple[int, int] | None = None) -> Iterator[Record]:
     """``role`` (0), ``model_id, segment, window_start`` and the stored ``maturity`` document
     as text of the latest fresh window per (model, segment) holding both kinds of rows, of
-    the models of ``shard``."""
-    return session.execute(_latest_document(0, BOTH_KINDS, WM.maturity, shard)).all()
+    the models of ``shard``; fetched :data:`KEYS_PER_QUERY` rows at a time."""
+    statement = _latest_document(0, BOTH_KINDS, WM.maturity, shard)
+    yield from session.execute(statement.execution_options(yield_per=KEYS_PER_QUERY))
 
 
 def fresh_stamps(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:

@@ -48,6 +48,10 @@ AGES: Mapping[str, timedelta] = {
 """``age`` label values of the completeness curve: how long ago the window ended."""
 
 
+EXPOSED_PARTS = ("completeness", "prior", "metrics")
+"""The members of a ``maturity`` document the exposition reads."""
+
+
 @dataclass(frozen=True)
 class StoredMaturity:
     """The stored ``maturity`` document of one window."""
@@ -59,12 +63,15 @@ class StoredMaturity:
 
 def read_maturity(session: Session, shard: Shard | None = None) -> list[StoredMaturity]:
     """The maturity document of the latest fresh window holding both kinds of rows, per
-    (model, segment) of the models of ``shard`` where it is not null (one statement)."""
+    (model, segment) of the models of ``shard`` where it is not null (one statement), with
+    only what :func:`maturity_series` reads: streamed and trimmed as it arrives, so a
+    shard's documents are never all in memory whole (their intervals weigh the most)."""
     out = []
     for _, model_id, segment, _, text in latest_maturity(session, shard):
         document = json_document(text)
         if isinstance(document, Mapping):
-            out.append(StoredMaturity(int(model_id), segment, document))
+            read = {key: document[key] for key in EXPOSED_PARTS if key in document}
+            out.append(StoredMaturity(int(model_id), segment, read))
     return out
 
 
