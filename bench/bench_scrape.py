@@ -19,7 +19,8 @@ per model. Then it prints, per backend:
   ratio of the two.
 
 ``--fleet`` (issue 23.3; PostgreSQL only) fills 10,000 models with a fresh
-all-traffic window and two fresh segment windows each (30,000 windows), then
+all-traffic window and two fresh segment windows each, each with its stored
+label maturity and current detail (30,000 windows), then
 prints the compact default exposition scraped as 4 shards (each shard's time,
 cold then warm caches), its bytes and samples per window and the process's RSS
 growth (peak, and kept by the caches), the latency of 100-row batches posted
