@@ -19,7 +19,8 @@ per model. Then it prints, per backend:
   ratio of the two.
 
 ``--fleet`` (issue 23.3; PostgreSQL only) fills 10,000 models with a fresh
-all-traffic window and two fresh segment windows each (30,000 windows), then
+all-traffic window and two fresh segment windows each, each with its stored
+label maturity and current detail (30,000 windows), then
 prints the compact default exposition scraped as 4 shards (each shard's time,
 cold then warm caches), its bytes and samples per window and the process's RSS
 growth (peak, and kept by the caches), the latency of 100-row batches posted
@@ -38,6 +39,7 @@ import tempfile
 import threading
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -73,12 +75,16 @@ SHARDS = 4
 
 
 def _result_document() -> dict[str, Any]:
-    """One real worker result (metrics, reasons, intervals, drift), JSON-ready."""
+    """One real worker result (metrics, reasons, intervals, drift, maturity: a quarter of
+    the rows still unlabelled, completed by class), JSON-ready."""
     edges = default_bin_edges((0.5,), n_bins=N_BINS)
     rng = np.random.default_rng(0)
     labels = (rng.random(5_000) < 0.1).astype(np.int64)
     scores = 1.0 / (1.0 + np.exp(-(rng.normal(size=labels.size) + 1.5 * labels - 2.0)))
-    sums = WindowSums.from_predictions(scores, labels, edges, (0.5,))
+    known = scores.size * 3 // 4  # the labels of three quarters of the scored rows so far
+    labelled = WindowSums.from_predictions(scores[:known], labels[:known], edges, (0.5,))
+    scored = np.histogram(scores, bins=edges)[0].astype(np.int64)
+    sums = replace(labelled, unlabelled=scored)
     config = ModelConfig(
         id=0,
         name="bench",
@@ -90,13 +96,16 @@ def _result_document() -> dict[str, Any]:
         sla=(),
         drift={"reference": {"trailing_windows": 3}},
         bin_edges=edges,
+        label_missingness="class",
     )
-    result = compute_window_result(config, sums, sums)
+    result = compute_window_result(config, sums, labelled)
+    assert result.maturity is not None, result.reasons
     return {
         "metrics": result.metrics,
         "reasons": result.reasons,
         "intervals": result.intervals,
         "drift": result.drift,
+        "maturity": result.maturity,
     }
 
 
@@ -132,6 +141,7 @@ def fill(
                 "sla": sla,
                 "drift": {"reference": {"trailing_windows": 3}},
                 "n_bins": N_BINS,
+                "label_missingness": "class",
                 "bin_edges": edges,
                 "created_at": now,
                 "updated_at": now,
@@ -162,6 +172,7 @@ def fill(
                     {
                         **window_key,
                         "n": 2 * N_BINS,
+                        "n_unlabelled": N_BINS // 2,
                         "positives": N_BINS,
                         "hist_positives": hist,
                         "hist_negatives": hist,
@@ -176,6 +187,7 @@ def fill(
                     {
                         **window_key,
                         "aggregate_version": 1,
+                        "detail_version": 1,  # the intervals are of this version
                         "computed_at": now,
                         "status": "fresh",
                         **doc,

@@ -77,6 +77,26 @@ def parse_objective(text: str) -> dict[str, Any]:
 
 LABEL_MISSINGNESS_HELP = "how labels arrive: class (default), score or none (docs/maturity.md)"
 LABEL_HORIZON_HELP = "how long after a window its labels are expected complete, e.g. '90d'"
+EXPOSITION_HELP = (
+    "series /metrics writes of its windows: compact, full, a comma-separated list of "
+    "families written whole, or default (the service's PRIORWATCH_METRICS_EXPOSITION)"
+)
+
+
+def parse_exposition(text: str) -> str | list[str] | None:
+    """``--exposition``: a preset, ``default`` (None: the service's) or a list of families.
+
+    >>> parse_exposition("full"), parse_exposition("default")
+    ('full', None)
+    >>> parse_exposition("priorwatch_window_metric_lower, priorwatch_window_metric_upper")
+    ['priorwatch_window_metric_lower', 'priorwatch_window_metric_upper']
+    """
+    choice = text.strip()
+    if choice in {"compact", "full"}:
+        return choice
+    if choice == "default":
+        return None
+    return [part.strip() for part in choice.split(",") if part.strip()]
 
 
 def _setting(help_text: str) -> Any:
@@ -108,6 +128,7 @@ def create_model(
     ] = None,
     label_missingness: Annotated[str | None, _setting(LABEL_MISSINGNESS_HELP)] = None,
     label_horizon: Annotated[str | None, _setting(LABEL_HORIZON_HELP)] = None,
+    exposition: Annotated[str | None, _setting(EXPOSITION_HELP)] = None,
     body: BodyOption = None,
 ) -> None:
     """Register a model and print its settings as the service stored them."""
@@ -119,6 +140,8 @@ def create_model(
         "label_horizon": label_horizon,
     }
     doc.update({k: v for k, v in given.items() if v is not None})
+    if exposition is not None:
+        doc["exposition"] = parse_exposition(exposition)
     if segment:
         doc["segments"] = segment
     if sla:
@@ -351,6 +374,7 @@ def update_model(
     ] = False,
     label_missingness: Annotated[str | None, _setting(LABEL_MISSINGNESS_HELP)] = None,
     label_horizon: Annotated[str | None, _setting(LABEL_HORIZON_HELP)] = None,
+    exposition: Annotated[str | None, _setting(EXPOSITION_HELP)] = None,
     body: BodyOption = None,
 ) -> None:
     """Change NAME's settings and print them as the service stored them.
@@ -368,6 +392,8 @@ def update_model(
         "label_horizon": label_horizon,
     }
     doc.update({k: v for k, v in given.items() if v is not None})
+    if exposition is not None:
+        doc["exposition"] = parse_exposition(exposition)
     _set_retention(doc, retention, keep_everything)
     if costs is not None:
         doc["costs"] = parse_costs(costs)

@@ -89,6 +89,10 @@ class Model(Base):
     labelled window is completed under it, except under "none"."""
     label_horizon: Mapped[str | None] = mapped_column(String(16))
     """How long after a window its labels are expected complete ("90d"), or null."""
+    exposition: Mapped[str | list[str] | None] = mapped_column(JSONDocument)
+    """Which series /metrics writes of its windows: "compact", "full", a list of the
+    trimmed families written whole (app/exporter/exposition.py), or null: the service's
+    default (PRIORWATCH_METRICS_EXPOSITION)."""
     bin_edges: Mapped[npt.NDArray[np.float64]] = mapped_column(Float64Array)
     """float64, shape (n_bins + 1,): bin j is [edges[j], edges[j+1]), the last one closed."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)

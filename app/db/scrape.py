@@ -25,12 +25,14 @@ from sqlalchemy import (
     and_,
     case,
     cast,
+    column,
     func,
     literal,
     select,
     true,
     tuple_,
     union_all,
+    values,
 )
 from sqlalchemy.orm import Session
 
@@ -54,6 +56,20 @@ WindowId = tuple[int, str, datetime]
 """(model id, segment key, window start)."""
 Record = Row[*tuple[Any, ...]]
 """A row read by position."""
+
+
+WINDOW_KEY = (WM.model_id, WM.segment, WM.window_start)
+"""The columns that name a stored window."""
+
+
+def _among(session: Session, columns: Sequence[Any], keys: Sequence[Any]) -> ColumnElement[bool]:
+    """The condition that ``columns`` take one of the tuples of ``keys``: a row IN list,
+    on PostgreSQL against a VALUES list (a semi-join; a row IN list of a few hundred
+    tuples is planned as as many ORed index probes, about 20 times slower there)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return tuple_(*columns).in_(keys)
+    wanted = values(*(column(f"c{i}", c.type) for i, c in enumerate(columns)), name="wanted")
+    return tuple_(*columns).in_(select(wanted.data([tuple(k) for k in keys])))
 
 
 def _of_shard(model_id: Any, shard: tuple[int, int] | None) -> ColumnElement[bool]:
@@ -105,7 +121,7 @@ def _counts() -> Any:
 
 def model_counts(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
     """Every model (of ``shard``) by name: ``id, name, window, segments, sla,
-    label_missingness, label_horizon`` and its ``batches, rows, unfolded, quarantined``
+    label_missingness, label_horizon, exposition`` and its ``batches, rows, unfolded, quarantined``
     counts (0 without any; one statement)."""
     counts = _counts()
     return session.execute(
@@ -117,6 +133,7 @@ def model_counts(session: Session, shard: tuple[int, int] | None = None) -> Sequ
             Model.sla,
             Model.label_missingness,
             Model.label_horizon,
+            Model.exposition,
             func.coalesce(counts.c.batches, 0),
             func.coalesce(counts.c.rows, 0),
             func.coalesce(counts.c.unfolded, 0),
@@ -207,7 +224,7 @@ def latest_documents(
         statements = [
             _with_aggregate(*documents).where(
                 WM.status == StoredStatus.FRESH,
-                tuple_(WM.model_id, WM.segment, WM.window_start).in_(keys[i : i + KEYS_PER_QUERY]),
+                _among(session, WINDOW_KEY, keys[i : i + KEYS_PER_QUERY]),
             )
             for i in range(0, len(keys), KEYS_PER_QUERY)
         ]
@@ -220,10 +237,14 @@ BOTH_KINDS: ColumnElement[bool] = and_(WA.n_unlabelled > 0, WA.n > 0)
 
 
 def _latest_document(
-    role: int, condition: ColumnElement[bool], document: Any = WM.estimate
+    role: int,
+    condition: ColumnElement[bool],
+    document: Any = WM.estimate,
+    shard: tuple[int, int] | None = None,
 ) -> Select[Any]:
     """(role, model, segment, start, ``document`` as text) of the latest fresh window per
-    (model, segment) meeting ``condition`` (``document``: the stored estimate by default)."""
+    (model, segment) of the models of ``shard`` meeting ``condition`` (``document``: the
+    stored estimate by default)."""
     joined = and_(
         WA.model_id == WM.model_id, WA.segment == WM.segment, WA.window_start == WM.window_start
     )
@@ -234,7 +255,7 @@ def _latest_document(
             func.max(WM.window_start).label("window_start"),
         )
         .join(WA, joined)
-        .where(WM.status == StoredStatus.FRESH, condition)
+        .where(WM.status == StoredStatus.FRESH, condition, _of_shard(WM.model_id, shard))
         .group_by(WM.model_id, WM.segment)
         .subquery()
     )
@@ -250,30 +271,34 @@ def _latest_document(
     )
 
 
-def latest_estimates(session: Session) -> Sequence[Record]:
+def latest_estimates(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
     """``role, model_id, segment, window_start`` and the stored estimate as text of the
     latest fresh window per (model, segment) with unlabelled rows (role 0) and of the
-    latest with unlabelled and labelled rows (role 1); one statement (UNION ALL)."""
+    latest with unlabelled and labelled rows (role 1), of the models of ``shard``; one
+    statement (UNION ALL)."""
     return session.execute(
         union_all(
-            _latest_document(0, WA.n_unlabelled > 0),
-            _latest_document(1, BOTH_KINDS),
+            _latest_document(0, WA.n_unlabelled > 0, shard=shard),
+            _latest_document(1, BOTH_KINDS, shard=shard),
         )
     ).all()
 
 
-def latest_maturity(session: Session) -> Sequence[Record]:
+def latest_maturity(session: Session, shard: tuple[int, int] | None = None) -> Iterator[Record]:
     """``role`` (0), ``model_id, segment, window_start`` and the stored ``maturity`` document
-    as text of the latest fresh window per (model, segment) holding both kinds of rows."""
-    return session.execute(_latest_document(0, BOTH_KINDS, WM.maturity)).all()
+    as text of the latest fresh window per (model, segment) holding both kinds of rows, of
+    the models of ``shard``; fetched :data:`KEYS_PER_QUERY` rows at a time."""
+    statement = _latest_document(0, BOTH_KINDS, WM.maturity, shard)
+    yield from session.execute(statement.execution_options(yield_per=KEYS_PER_QUERY))
 
 
-def fresh_stamps(session: Session) -> Sequence[Record]:
+def fresh_stamps(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
     """``model_id, segment``, the number of fresh windows and their latest
-    ``computed_at``, of every (model, segment) with a fresh window (one statement)."""
+    ``computed_at``, of every (model, segment) of the models of ``shard`` with a fresh
+    window (one statement)."""
     return session.execute(
         select(WM.model_id, WM.segment, func.count(), func.max(WM.computed_at))
-        .where(WM.status == StoredStatus.FRESH)
+        .where(WM.status == StoredStatus.FRESH, _of_shard(WM.model_id, shard))
         .group_by(WM.model_id, WM.segment)
     ).all()
 
@@ -309,7 +334,7 @@ def recent_keys(
     else:
         wanted = sorted(groups)
         filters = [
-            ranked.where(tuple_(WM.model_id, WM.segment).in_(wanted[i : i + KEYS_PER_QUERY]))
+            ranked.where(_among(session, WINDOW_KEY[:2], wanted[i : i + KEYS_PER_QUERY]))
             for i in range(0, len(wanted), KEYS_PER_QUERY)
         ]
     out: list[Record] = []
@@ -327,15 +352,21 @@ def recent_keys(
     return out
 
 
-COMPLETED: ColumnElement[bool] = WM.maturity["completeness"].as_float().is_not(None)
-"""The window has a completed window (a ``maturity`` document, neither SQL nor JSON null)."""
+def _judged(completeness: Any, completed: Any, labelled: Any) -> Any:
+    """A stored number as an SLA objective reads it (floats read from the documents):
+    ``completed`` (in the ``maturity`` document) where the window was completed
+    (``completeness`` is not null), else ``labelled`` (as in
+    :func:`app.sla.objectives.judged_documents`); null where the document holds none."""
+    return case((completeness.is_not(None), completed), else_=labelled)
 
 
-def _judged(completed: Any, labelled: Any) -> Any:
-    """A stored number as an SLA objective reads it: ``completed`` (in the ``maturity``
-    document) where the window was completed, else ``labelled`` (as in
-    :func:`app.sla.objectives.judged_documents`); null where the document read holds none."""
-    return case((COMPLETED, completed.as_float()), else_=labelled.as_float())
+def _opened(session: Session, document: Any) -> Any:
+    """``document`` as a value read once: on PostgreSQL a decompressed copy, so the paths
+    read out of it do not decompress it each again (its null members dropped: a path to
+    one reads null either way)."""
+    if session.get_bind().dialect.name != "postgresql":
+        return document
+    return func.jsonb_strip_nulls(document, type_=document.type)
 
 
 def outcome_values(
@@ -346,18 +377,41 @@ def outcome_values(
     window_start, computed_at``, the drift verdict's flag of each kind of ``flags``,
     whether the detail is of the metrics' version, then per name of ``metrics`` its
     value and its interval's lower and upper bounds, the completed ones where the window
-    has a ``maturity`` document (as the SLA report judges it)."""
-    columns = [WM.drift[(kind, "flag")].as_boolean() for kind in flags]
-    columns.append(WM.detail_version == WM.aggregate_version)
-    for name in metrics:
-        columns.append(_judged(WM.maturity[("metrics", name)], WM.metrics[name]))
-        for bound in ("lower", "upper"):
-            completed = WM.maturity[("intervals", name, bound)]
-            columns.append(_judged(completed, WM.intervals[(name, bound)]))
+    has a ``maturity`` document (as the SLA report judges it).
+
+    Each stored document is opened once per row (:func:`_opened`, in an inner SELECT
+    kept apart by ``OFFSET 0``, which PostgreSQL does not flatten); the outer SELECT reads
+    the paths out of those values.
+    """
     for i in range(0, len(keys), KEYS_PER_QUERY):
-        yield from session.execute(
-            select(WM.model_id, WM.segment, WM.window_start, WM.computed_at, *columns).where(
-                WM.status == StoredStatus.FRESH,
-                tuple_(WM.model_id, WM.segment, WM.window_start).in_(keys[i : i + KEYS_PER_QUERY]),
+        inner = (
+            select(
+                *WINDOW_KEY,
+                WM.computed_at,
+                WM.drift,
+                (WM.detail_version == WM.aggregate_version).label("current"),
+                _opened(session, WM.metrics).label("metrics"),
+                _opened(session, WM.intervals).label("intervals"),
+                _opened(session, WM.maturity).label("maturity"),
             )
+            .where(
+                WM.status == StoredStatus.FRESH,
+                _among(session, WINDOW_KEY, keys[i : i + KEYS_PER_QUERY]),
+            )
+            .offset(0)
+            .subquery()
+        )
+        c = inner.c
+        completeness = c.maturity["completeness"].as_float()
+        columns = [c.drift[(kind, "flag")].as_boolean() for kind in flags]
+        columns.append(c.current)
+        for name in metrics:
+            completed = c.maturity[("metrics", name)].as_float()
+            columns.append(_judged(completeness, completed, c.metrics[name].as_float()))
+            for bound in ("lower", "upper"):
+                completed = c.maturity[("intervals", name, bound)].as_float()
+                labelled = c.intervals[(name, bound)].as_float()
+                columns.append(_judged(completeness, completed, labelled))
+        yield from session.execute(
+            select(c.model_id, c.segment, c.window_start, c.computed_at, *columns)
         ).all()

@@ -18,7 +18,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
 
 from app.db.queue import queue_stats
-from app.exporter.exposition import COMPACT, Exposition
+from app.exporter.exposition import COMPACT, Exposition, select_by_model
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import (
     LatestWindow,
@@ -49,14 +49,18 @@ class SeriesPart(Protocol):
 
     specs: tuple[FamilySpec, ...]
 
-    def read(self, session: Session, models: tuple[ModelRow, ...]) -> Series:
-        """The samples of :attr:`specs`, by family."""
+    def read(
+        self, session: Session, models: tuple[ModelRow, ...], shard: Shard | None = None
+    ) -> Series:
+        """The samples of :attr:`specs`, by family: those of ``models``, the models of
+        ``shard``."""
         ...
 
 
-ChunkKey = tuple[ResultStamp, str, str, str, tuple[Objective, ...]]
+ChunkKey = tuple[ResultStamp, str, str, str, tuple[Objective, ...], Exposition]
 """What one window's text depends on: the stored result and aggregate version
-(ResultStamp), the segment label, the model's name, window length and objectives."""
+(ResultStamp), the segment label, the model's name, window length, objectives and
+exposition."""
 
 
 class WindowResultsCollector(Collector):
@@ -72,8 +76,9 @@ class WindowResultsCollector(Collector):
         maturity of app/exporter/maturity.py),
         read in the same session with the same models.
     exposition : Exposition
-        Which ``metric`` values of the window and estimate families are written
-        (app/exporter/exposition.py; compact by default).
+        Which ``metric`` values of the window, estimate and maturity families are
+        written for a model whose ``exposition`` setting is None: the service's default
+        (app/exporter/exposition.py; compact unless set).
     shard : (index, count), optional
         Expose only the models with ``id % count == index``, and the series of
         no model only on shard 0 (read so: app/exporter/reads.py); one
@@ -116,6 +121,10 @@ class WindowResultsCollector(Collector):
         """Nothing: the families are only known at scrape time (no check at register)."""
         return ()
 
+    def exposition_of(self, model: ModelRow) -> Exposition:
+        """The exposition of ``model``'s series: its setting, else the service's default."""
+        return Exposition.of_setting(model.exposition, self._exposition)
+
     def _add_chunk(
         self, chunks: dict[ChunkKey, bytes], model: ModelRow, window: LatestWindow
     ) -> None:
@@ -123,9 +132,10 @@ class WindowResultsCollector(Collector):
         segment = segment_label(model, window.key.segment)
         if segment is None:
             return
-        samples = self._exposition.select(window_series(model, segment, window))
+        exposition = self.exposition_of(model)
+        samples = window_series(model, segment, window, exposition)
         lines = (sample_lines(spec, samples[spec.name]) for spec in WINDOW_FAMILIES)
-        chunks[_chunk_key(model, segment, window.key)] = _pack(lines)
+        chunks[_chunk_key(model, segment, window.key, exposition)] = _pack(lines)
 
     def render_text(self) -> str:
         """The families in Prometheus text format 0.0.4 (no timestamps), as one string."""
@@ -147,7 +157,7 @@ class WindowResultsCollector(Collector):
             try:
                 models = read_models(session, self._shard)
                 exposed = exposed_windows(models, read_latest_keys(session, self._shard))
-                wanted = {_chunk_key(m, s, k): (m, s) for m, s, k in exposed}
+                wanted = {_chunk_key(m, s, k, self.exposition_of(m)) for m, s, k in exposed}
                 chunks = {k: cached[k] for k in wanted if k in cached}
                 missing = [k[0] for k in wanted if k not in cached]
                 at = {(k.model_id, k.segment, k.start) for k in missing}
@@ -157,8 +167,14 @@ class WindowResultsCollector(Collector):
                     if (read.model_id, read.segment, read.start) in at:  # else cached, or newer
                         self._add_chunk(chunks, by_model[read.model_id], window)
                 queue = queue_stats(session) if holds_process_series(self._shard) else None
+                by_name = {m.name: self.exposition_of(m) for m in models}
                 extra = [
-                    (part.specs, self._exposition.select(part.read(session, models)))
+                    (
+                        part.specs,
+                        select_by_model(
+                            part.read(session, models, self._shard), by_name.__getitem__
+                        ),
+                    )
                     for part in self._parts
                 ]
             finally:
@@ -213,5 +229,5 @@ def _text(
         yield render_series(specs, samples)
 
 
-def _chunk_key(model: ModelRow, segment: str, key: ResultStamp) -> ChunkKey:
-    return (key, segment, model.name, model.window, model.objectives)
+def _chunk_key(model: ModelRow, segment: str, key: ResultStamp, exposition: Exposition) -> ChunkKey:
+    return (key, segment, model.name, model.window, model.objectives, exposition)

@@ -30,8 +30,8 @@ from app.db.scrape import latest_estimates
 from app.exporter import names
 from app.exporter.names import ESTIMATE_FAMILIES, FamilySpec
 from app.exporter.part import StoredPartCollector
-from app.exporter.reads import ModelRow, json_document
-from app.exporter.series import finite, segment_label
+from app.exporter.reads import ModelRow, Shard, json_document
+from app.exporter.series import measured, segment_label
 from app.exporter.text import Series
 from app.timegrid import window_length
 
@@ -49,13 +49,16 @@ class StoredEstimate:
     document: Mapping[str, Any]
 
 
-def read_estimates(session: Session) -> tuple[list[StoredEstimate], list[StoredEstimate]]:
-    """Per (model, segment): the latest stored estimate, and the latest with an error.
+def read_estimates(
+    session: Session, shard: Shard | None = None
+) -> tuple[list[StoredEstimate], list[StoredEstimate]]:
+    """Per (model, segment) of the models of ``shard``: the latest stored estimate, and
+    the latest with an error.
 
     One statement (the two selections of the module docstring, UNION ALL).
     """
     out: tuple[list[StoredEstimate], list[StoredEstimate]] = ([], [])
-    for role, model_id, segment, start, text in latest_estimates(session):
+    for role, model_id, segment, start, text in latest_estimates(session, shard):
         document = json_document(text)
         if isinstance(document, Mapping):
             out[int(role)].append(StoredEstimate(int(model_id), segment, start, document))
@@ -72,7 +75,7 @@ def _metric_samples(
     if not isinstance(values, Mapping):
         return
     for name, raw in values.items():
-        value = finite(raw)
+        value = measured(raw)
         if value is not None:
             out.append(((*labels, name), value))
 
@@ -133,6 +136,8 @@ class EstimateCollector(StoredPartCollector):
 
     specs: tuple[FamilySpec, ...] = ESTIMATE_FAMILIES
 
-    def read(self, session: Session, models: tuple[ModelRow, ...]) -> Series:
+    def read(
+        self, session: Session, models: tuple[ModelRow, ...], shard: Shard | None = None
+    ) -> Series:
         """The samples of :attr:`specs`, by family, read in ``session``."""
-        return estimate_series(models, *read_estimates(session))
+        return estimate_series(models, *read_estimates(session, shard))

@@ -11,7 +11,7 @@ each choice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.exporter import names
@@ -48,7 +48,9 @@ keeps; the families not listed here are always written whole."""
 class Exposition:
     """The families of :data:`COMPACT_METRICS` written whole (``full``); the others compact.
 
-    Parse one from the ``PRIORWATCH_METRICS_EXPOSITION`` setting with :meth:`parse`.
+    The service's default comes from ``PRIORWATCH_METRICS_EXPOSITION`` (:meth:`parse`); a
+    model's ``exposition`` setting, when set, replaces it for that model's series
+    (:meth:`of_setting`).
     """
 
     full: frozenset[str] = frozenset()
@@ -58,10 +60,8 @@ class Exposition:
         """``"compact"``, ``"full"`` or a comma-separated list of families to write whole
         (names of :data:`COMPACT_METRICS`); ValueError names an unknown family."""
         choice = value.strip()
-        if choice == "compact":
-            return cls()
-        if choice == "full":
-            return cls(frozenset(COMPACT_METRICS))
+        if choice in PRESETS:
+            return PRESETS[choice]
         families = frozenset(part.strip() for part in choice.split(",") if part.strip())
         unknown = sorted(families - COMPACT_METRICS.keys())
         if unknown or not families:
@@ -71,18 +71,50 @@ class Exposition:
             )
         return cls(families)
 
+    @classmethod
+    def of_setting(cls, value: str | Sequence[str] | None, default: Exposition) -> Exposition:
+        """A model's stored ``exposition`` setting: a preset, a list of families written
+        whole, or None (``default``, the service's). Validated when it was stored; a name
+        not of :data:`COMPACT_METRICS` (none is) is ignored."""
+        if value is None:
+            return default
+        if isinstance(value, str):
+            return PRESETS.get(value, default)
+        return cls(frozenset(value).intersection(COMPACT_METRICS))
+
+    def kept(self, family: str) -> frozenset[str] | None:
+        """The ``metric`` values of ``family`` written (None: every one)."""
+        return None if family in self.full else COMPACT_METRICS.get(family)
+
+    def keeps(self, family: str, metric: str) -> bool:
+        """Whether the sample of ``family`` whose last label is ``metric`` is written."""
+        allowed = self.kept(family)
+        return allowed is None or metric in allowed
+
     def select(self, samples: Series) -> Series:
         """``samples`` without the ``metric`` values the exposition leaves out (pure)."""
-        return {name: self._kept(name, values) for name, values in samples.items()}
+        return select_by_model(samples, lambda _model: self)
 
-    def _kept(
-        self, family: str, values: list[tuple[tuple[str, ...], float]]
-    ) -> list[tuple[tuple[str, ...], float]]:
-        allowed = None if family in self.full else COMPACT_METRICS.get(family)
-        if allowed is None:
-            return values
-        return [sample for sample in values if sample[0][-1] in allowed]
+
+def select_by_model(samples: Series, exposition_of: Callable[[str], Exposition]) -> Series:
+    """``samples`` without the values that the exposition of their model (their first
+    label, given to ``exposition_of``) leaves out (pure)."""
+    out: Series = {}
+    for family, values in samples.items():
+        if family not in COMPACT_METRICS:
+            out[family] = values
+            continue
+        out[family] = [
+            sample for sample in values if exposition_of(sample[0][0]).keeps(family, sample[0][-1])
+        ]
+    return out
 
 
 COMPACT = Exposition()
 """The default: every family, the ``metric``-labelled ones compact."""
+
+FULL = Exposition(frozenset(COMPACT_METRICS))
+"""Every series of every family."""
+
+PRESETS: Mapping[str, Exposition] = {"compact": COMPACT, "full": FULL}
+"""The named choices of the setting (a model's and the service's)."""

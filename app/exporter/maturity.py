@@ -35,8 +35,8 @@ from app.db.scrape import latest_maturity
 from app.exporter import names
 from app.exporter.names import MATURITY_FAMILIES, FamilySpec
 from app.exporter.part import StoredPartCollector
-from app.exporter.reads import ModelRow, json_document
-from app.exporter.series import finite, segment_label
+from app.exporter.reads import ModelRow, Shard, json_document
+from app.exporter.series import measured, segment_label
 from app.exporter.text import Series
 from app.timegrid import parse_duration, window_length, window_start
 
@@ -48,6 +48,10 @@ AGES: Mapping[str, timedelta] = {
 """``age`` label values of the completeness curve: how long ago the window ended."""
 
 
+EXPOSED_PARTS = ("completeness", "prior", "metrics")
+"""The members of a ``maturity`` document the exposition reads."""
+
+
 @dataclass(frozen=True)
 class StoredMaturity:
     """The stored ``maturity`` document of one window."""
@@ -57,14 +61,17 @@ class StoredMaturity:
     document: Mapping[str, Any]
 
 
-def read_maturity(session: Session) -> list[StoredMaturity]:
+def read_maturity(session: Session, shard: Shard | None = None) -> list[StoredMaturity]:
     """The maturity document of the latest fresh window holding both kinds of rows, per
-    (model, segment) where it is not null (one statement)."""
+    (model, segment) of the models of ``shard`` where it is not null (one statement), with
+    only what :func:`maturity_series` reads: streamed and trimmed as it arrives, so a
+    shard's documents are never all in memory whole (their intervals weigh the most)."""
     out = []
-    for _, model_id, segment, _, text in latest_maturity(session):
+    for _, model_id, segment, _, text in latest_maturity(session, shard):
         document = json_document(text)
         if isinstance(document, Mapping):
-            out.append(StoredMaturity(int(model_id), segment, document))
+            read = {key: document[key] for key in EXPOSED_PARTS if key in document}
+            out.append(StoredMaturity(int(model_id), segment, read))
     return out
 
 
@@ -102,14 +109,14 @@ def maturity_series(
         if model is None or segment is None:
             continue
         labels = (model.name, segment)
-        completeness = finite(doc.document.get("completeness"))
+        completeness = measured(doc.document.get("completeness"))
         if completeness is not None:
             out[names.WINDOW_LABEL_COMPLETENESS].append((labels, completeness))
         prior = doc.document.get("prior")
         values = {"prior": prior.get("value") if isinstance(prior, Mapping) else None}
         metrics = doc.document.get("metrics")
         for name, raw in {**values, **(metrics if isinstance(metrics, Mapping) else {})}.items():
-            value = finite(raw)
+            value = measured(raw)
             if value is not None:
                 out[names.WINDOW_COMPLETED].append(((*labels, name), value))
     _curve_samples(out, by_id, curve, now)
@@ -162,7 +169,9 @@ class MaturityCollector(StoredPartCollector):
         super().__init__(session_factory)
         self._clock = clock
 
-    def read(self, session: Session, models: tuple[ModelRow, ...]) -> Series:
+    def read(
+        self, session: Session, models: tuple[ModelRow, ...], shard: Shard | None = None
+    ) -> Series:
         """The samples of :attr:`specs`, by family, read in ``session``."""
         now = self._clock()
         completing = [m for m in models if m.label_missingness != "none"]
@@ -170,5 +179,9 @@ class MaturityCollector(StoredPartCollector):
         cutoffs = {m.id: horizon_cutoff(m, now) for m in models}
         overdue = overdue_windows(session, {k: v for k, v in cutoffs.items() if v is not None})
         return maturity_series(
-            models, read_maturity(session), windows_completeness(session, starts), overdue, now
+            models,
+            read_maturity(session, shard),
+            windows_completeness(session, starts),
+            overdue,
+            now,
         )

@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
 
 from app.exporter.names import FamilySpec
-from app.exporter.reads import ModelRow, read_models
+from app.exporter.reads import ModelRow, Shard, read_models
 from app.exporter.text import Series
 
 
@@ -34,8 +34,11 @@ class StoredPartCollector(Collector):
     def __init__(self, session_factory: Callable[[], Session]) -> None:
         self._session_factory = session_factory
 
-    def read(self, session: Session, models: tuple[ModelRow, ...]) -> Series:
-        """The samples of :attr:`specs`, by family name, read in ``session``."""
+    def read(
+        self, session: Session, models: tuple[ModelRow, ...], shard: Shard | None = None
+    ) -> Series:
+        """The samples of :attr:`specs`, by family name, read in ``session``: those of
+        ``models``, the models of ``shard`` (None: every model)."""
         raise NotImplementedError
 
     def collect(self) -> Iterator[Metric]:

@@ -64,6 +64,9 @@ class ModelRow:
     """How the model's labels arrive (``class``, ``score``; ``none``: no completion)."""
     label_horizon: str | None = None
     """When a window's labels are expected complete ("90d"), or None."""
+    exposition: str | tuple[str, ...] | None = None
+    """The model's ``exposition`` setting (a preset or the families written whole), or
+    None: the service's default (app/exporter/exposition.py)."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,7 @@ def read_models(session: Session, shard: Shard | None = None) -> tuple[ModelRow,
             quarantined=int(quarantined),
             label_missingness=missingness,
             label_horizon=horizon,
+            exposition=exposition if not isinstance(exposition, list) else tuple(exposition),
         )
         for (
             model_id,
@@ -161,6 +165,7 @@ def read_models(session: Session, shard: Shard | None = None) -> tuple[ModelRow,
             sla,
             missingness,
             horizon,
+            exposition,
             batches,
             rows,
             unfolded,

@@ -13,7 +13,7 @@ completed values (its ``maturity`` document), as the SLA report does.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -21,9 +21,10 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from app.db.models import ALL_SEGMENTS, ALL_SEGMENTS_LABEL
 from app.db.queue import QueueStats
 from app.exporter import names
+from app.exporter.exposition import FULL, Exposition
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import LatestWindow, ModelRow, ResultStamp, Shard, Snapshot
-from app.exporter.text import Series
+from app.exporter.text import Sample, Series
 from app.sla.objectives import SLA_GAUGE, Objective, evaluate_objective, judged_documents
 from app.timegrid import window_length
 
@@ -31,12 +32,24 @@ DRIFT_KINDS: tuple[str, ...] = ("prior", "likelihood")
 """``kind`` label values of the drift gauges."""
 
 
-def finite(value: Any) -> float | None:
-    """``value`` as a float, or None when it is absent, not a number, or not finite."""
+SIGNIFICANT_DIGITS = 6
+"""Significant digits of an exposed measured value (a metric, bound, p-value, effect,
+completeness, estimate): a relative error of at most 5e-6, far below any credible interval's
+width, and about 10 bytes less per sample than the 17 digits of a float64
+(docs/reading.md, "Compact by default"). Counts, timestamps and streaks are exact."""
+
+
+def measured(value: Any) -> float | None:
+    """``value`` as exposed: a float of :data:`SIGNIFICANT_DIGITS` significant digits, or
+    None when it is absent, not a number, or not finite.
+
+    >>> measured(0.6195380720781442), measured(12345.678), measured(None), measured(True)
+    (0.619538, 12345.7, None, None)
+    """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     number = float(value)
-    return number if math.isfinite(number) else None
+    return float(f"{number:.6g}") if math.isfinite(number) else None
 
 
 def segment_label(model: ModelRow, key: str) -> str | None:
@@ -55,26 +68,24 @@ WINDOW_FAMILIES: tuple[FamilySpec, ...] = tuple(
 """The families with one series set per exposed window."""
 
 
-def window_series(model: ModelRow, segment: str, window: LatestWindow) -> Series:
-    """The samples of one exposed window, by family of :data:`WINDOW_FAMILIES` (pure)."""
+def window_series(
+    model: ModelRow, segment: str, window: LatestWindow, exposition: Exposition = FULL
+) -> Series:
+    """The samples of one exposed window, by family of :data:`WINDOW_FAMILIES`: only
+    those ``exposition`` writes (every one by default; pure)."""
     out: Series = {spec.name: [] for spec in WINDOW_FAMILIES}
     labels = (model.name, segment)
-    metric = out[names.WINDOW_METRIC]
-    for name, raw in window.metrics.items():
-        if raw is None:
-            continue
-        if type(raw) is float:  # the common case, checked fast
-            if math.isfinite(raw):
-                metric.append(((*labels, name), raw))
-            continue
-        value = finite(raw)
-        if value is not None:
-            metric.append(((*labels, name), value))
+    _add_named(
+        out[names.WINDOW_METRIC], labels, window.metrics, exposition.kept(names.WINDOW_METRIC)
+    )
     lower, upper = out[names.WINDOW_METRIC_LOWER], out[names.WINDOW_METRIC_UPPER]
+    kept_lower = exposition.kept(names.WINDOW_METRIC_LOWER)
+    kept_upper = exposition.kept(names.WINDOW_METRIC_UPPER)
     for name, bounds in window.intervals.items():
         if not isinstance(bounds, Mapping):
             continue
-        low, high = finite(bounds.get("lower")), finite(bounds.get("upper"))
+        low = measured(bounds.get("lower")) if kept_lower is None or name in kept_lower else None
+        high = measured(bounds.get("upper")) if kept_upper is None or name in kept_upper else None
         if low is not None:
             lower.append(((*labels, name), low))
         if high is not None:
@@ -94,6 +105,19 @@ def window_series(model: ModelRow, segment: str, window: LatestWindow) -> Series
     return out
 
 
+def _add_named(
+    out: list[Sample], labels: tuple[str, ...], values: Mapping[str, Any], kept: Set[str] | None
+) -> None:
+    """A sample per defined value of ``values`` whose name is ``kept`` (None: every one),
+    labelled ``(*labels, name)``."""
+    for name, raw in values.items():
+        if kept is not None and name not in kept:
+            continue
+        value = measured(raw)
+        if value is not None:
+            out.append(((*labels, name), value))
+
+
 def objective_labels(objective: Objective) -> tuple[str, str, str]:
     """The ``objective``, ``metric`` and ``op`` labels of an SLA objective (no target)."""
     return (objective.id, objective.metric, objective.op)
@@ -109,7 +133,7 @@ def _add_drift(out: Series, labels: tuple[str, str], drift: Mapping[str, Any] | 
         flag = test.get("flag")
         if isinstance(flag, bool):
             out[names.DRIFT_FLAG].append(((*labels, kind), 1.0 if flag else 0.0))
-        p_value, effect = finite(test.get("p_value")), finite(test.get("effect"))
+        p_value, effect = measured(test.get("p_value")), measured(test.get("effect"))
         if p_value is not None:
             out[names.DRIFT_P_VALUE].append(((*labels, kind), p_value))
         if effect is not None:

@@ -50,7 +50,7 @@ from app.db import scrape
 from app.exporter import names
 from app.exporter.names import STREAK_FAMILIES
 from app.exporter.part import StoredPartCollector
-from app.exporter.reads import ModelRow
+from app.exporter.reads import ModelRow, Shard
 from app.exporter.series import DRIFT_KINDS, objective_labels, segment_label
 from app.exporter.text import Series
 from app.sla.objectives import Objective, evaluate_objective
@@ -173,9 +173,10 @@ recomputed gets the newest ``computed_at``, one that stops being fresh
 lowers the count (workers' clocks are assumed to agree)."""
 
 
-def read_stamps(session: Session) -> dict[Group, Stamp]:
-    """The :data:`Stamp` of every group with a fresh window (one statement)."""
-    rows = scrape.fresh_stamps(session)
+def read_stamps(session: Session, shard: Shard | None = None) -> dict[Group, Stamp]:
+    """The :data:`Stamp` of every group (of the models of ``shard``) with a fresh window
+    (one statement)."""
+    rows = scrape.fresh_stamps(session, shard)
     return {(int(m), seg): (int(n), latest) for m, seg, n, latest in rows}
 
 
@@ -282,13 +283,15 @@ class StreakCollector(StoredPartCollector):
         self._lock = threading.Lock()
         self._groups: dict[Group, GroupStreaks] = {}
 
-    def read(self, session: Session, models: tuple[ModelRow, ...]) -> Series:
+    def read(
+        self, session: Session, models: tuple[ModelRow, ...], shard: Shard | None = None
+    ) -> Series:
         """The streak samples (read-only): one statement when no group changed, then
         the keys of the changed groups and the documents of their new windows."""
         with self._lock:
             cached = self._groups
         objectives = {m.id: m.objectives for m in models}
-        stamps = {g: s for g, s in read_stamps(session).items() if g[0] in objectives}
+        stamps = {g: s for g, s in read_stamps(session, shard).items() if g[0] in objectives}
         groups: dict[Group, GroupStreaks] = {}
         changed: list[Group] = []
         for group, stamp in stamps.items():

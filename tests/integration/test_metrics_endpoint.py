@@ -112,7 +112,7 @@ def test_latest_fresh_windows_are_exposed_as_stored(data: Populated) -> None:
         }
         kept = COMPACT_METRICS[names.WINDOW_METRIC]
         defined = {k: v for k, v in window["metrics"].items() if v is not None and k in kept}
-        assert exposed == pytest.approx(defined, rel=1e-15)
+        assert exposed == pytest.approx(defined, rel=5e-6)  # 6 significant digits
         for metric, bounds in window["intervals"].items():
             if (
                 bounds.get("lower") is not None
@@ -120,7 +120,7 @@ def test_latest_fresh_windows_are_exposed_as_stored(data: Populated) -> None:
             ):
                 assert _get(
                     samples, names.WINDOW_METRIC_LOWER, **labels, metric=metric
-                ) == pytest.approx(bounds["lower"], rel=1e-15)
+                ) == pytest.approx(bounds["lower"], rel=5e-6)
         end = datetime.fromisoformat(window["end"].replace("Z", "+00:00"))
         assert _get(samples, names.WINDOW_END, **labels) == end.timestamp()
         positives = _get(samples, names.WINDOW_EXAMPLES, **labels, **{"class": "positive"})
@@ -130,10 +130,10 @@ def test_latest_fresh_windows_are_exposed_as_stored(data: Populated) -> None:
             test = window["drift"][kind]
             assert _get(samples, names.DRIFT_FLAG, **labels, kind=kind) == float(test["flag"])
             assert _get(samples, names.DRIFT_P_VALUE, **labels, kind=kind) == pytest.approx(
-                test["p_value"], rel=1e-15
+                test["p_value"], rel=5e-6
             )
             assert _get(samples, names.DRIFT_EFFECT, **labels, kind=kind) == pytest.approx(
-                test["effect"], rel=1e-15
+                test["effect"], rel=5e-6
             )
 
 
@@ -147,11 +147,12 @@ def test_the_full_exposition_holds_every_stored_metric(data: Populated) -> None:
     labels = {"model": MODEL, "segment": "eu"}
     for metric, value in window["metrics"].items():
         if value is not None:
-            assert _get(samples, names.WINDOW_METRIC, **labels, metric=metric) == value
+            got = _get(samples, names.WINDOW_METRIC, **labels, metric=metric)
+            assert got == pytest.approx(value, rel=5e-6)  # 6 significant digits
     for metric, bounds in window["intervals"].items():
         if bounds.get("upper") is not None:
             got = _get(samples, names.WINDOW_METRIC_UPPER, **labels, metric=metric)
-            assert got == bounds["upper"]
+            assert got == pytest.approx(bounds["upper"], rel=5e-6)
 
 
 def test_sla_gauges_agree_with_the_report(data: Populated) -> None:
@@ -402,3 +403,54 @@ def test_a_window_recomputed_during_a_scrape_is_written_once(
     exporter.windows._chunks = {(older, *first[1:]): cached[first]}
     _, samples = _scrape(data)  # _parse fails on a series written twice
     assert _get(samples, names.WINDOW_END, model=MODEL, segment=first[1]) is not None
+
+
+def _metrics_of(samples: Samples, family: str) -> set[str]:
+    return {dict(k[1])["metric"] for k in samples if k[0] == family and _model_of(k) == MODEL}
+
+
+def test_a_models_exposition_setting_changes_its_families(data: Populated) -> None:
+    path = f"/v1/models/{MODEL}"
+    _, before = _scrape(data)
+    lower = _metrics_of(before, names.WINDOW_METRIC_LOWER)
+    assert lower and lower <= COMPACT_METRICS[names.WINDOW_METRIC_LOWER]
+    listed = [names.WINDOW_METRIC_LOWER]
+    r = data.client.patch(path, json={"exposition": listed}, headers=data.admin)
+    assert r.status_code == 200 and r.json()["exposition"] == listed, r.text
+    try:
+        _, whole_lower = _scrape(data)
+        assert _metrics_of(whole_lower, names.WINDOW_METRIC_LOWER) > lower  # every bound
+        for family in (names.WINDOW_METRIC, names.WINDOW_METRIC_UPPER):  # the others compact
+            assert _metrics_of(whole_lower, family) == _metrics_of(before, family)
+        r = data.client.patch(path, json={"exposition": "full"}, headers=data.admin)
+        assert r.status_code == 200 and r.json()["exposition"] == "full", r.text
+        _, full = _scrape(data)
+        metrics = _metrics_of(full, names.WINDOW_METRIC)
+        assert metrics > _metrics_of(before, names.WINDOW_METRIC) and "brier" in metrics
+        others = {k: v for k, v in full.items() if _model_of(k) not in {MODEL, None}}
+        assert others == {k: v for k, v in before.items() if _model_of(k) not in {MODEL, None}}
+    finally:
+        r = data.client.patch(path, json={"exposition": None}, headers=data.admin)
+        assert r.status_code == 200 and r.json()["exposition"] is None, r.text
+    _, after = _scrape(data)
+    assert {k for k in after if _model_of(k) == MODEL} == {
+        k for k in before if _model_of(k) == MODEL
+    }
+
+
+@pytest.mark.parametrize(
+    ("exposition", "field"),
+    [
+        ("everything", "exposition"),
+        (["priorwatch_drift_flag"], "exposition.list[...].0"),
+        ([], "exposition"),
+    ],
+)
+def test_an_unknown_exposition_setting_is_refused(
+    data: Populated, exposition: Any, field: str
+) -> None:
+    r = data.client.patch(
+        f"/v1/models/{MODEL}", json={"exposition": exposition}, headers=data.admin
+    )
+    assert r.status_code == 422, r.text
+    assert any(e["field"].startswith("exposition") for e in r.json()["errors"]), r.text

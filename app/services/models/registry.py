@@ -56,6 +56,11 @@ def _check_sla(objectives: Sequence[SlaObjective]) -> list[dict[str, Any]]:
     return out
 
 
+def _stored_exposition(value: str | Sequence[str] | None) -> str | list[str] | None:
+    """The ``exposition`` setting as stored: a preset, the families listed, or null."""
+    return value if value is None or isinstance(value, str) else list(value)
+
+
 def _cost_ratio(data: ModelCreate | ModelUpdate) -> tuple[float | None, dict[str, float] | None]:
     if data.costs is not None:
         return data.costs.to_unit_costs().cost_ratio, data.costs.model_dump()
@@ -89,6 +94,7 @@ def create_model(session: Session, data: ModelCreate, now: datetime) -> Model:
         retention=check_retention(data.retention, data.window),
         label_missingness=data.label_missingness,
         label_horizon=check_label_horizon(data.label_horizon),
+        exposition=_stored_exposition(data.exposition),
         bin_edges=edges,
         created_at=now,
         updated_at=now,
@@ -170,6 +176,8 @@ def _apply_update(session: Session, model: Model, data: ModelUpdate, now: dateti
         model.label_missingness = data.label_missingness
     if "label_horizon" in sent:
         model.label_horizon = check_label_horizon(data.label_horizon)
+    if "exposition" in sent:  # null: the service's default again
+        model.exposition = _stored_exposition(data.exposition)
     model.updated_at = now
     if sent & RECOMPUTE_ON_CHANGE:
         # stored window results depend on these: the worker recomputes them
@@ -249,6 +257,7 @@ def to_public(model: Model) -> ModelPublic:
         retention=model.retention,
         label_missingness=model.label_missingness,
         label_horizon=model.label_horizon,
+        exposition=model.exposition,
         created_at=model.created_at,
         updated_at=model.updated_at,
     )

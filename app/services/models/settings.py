@@ -76,6 +76,33 @@ LabelHorizon = Annotated[
 ]
 
 
+ExpositionFamily = Literal[
+    "priorwatch_window_metric",
+    "priorwatch_window_metric_lower",
+    "priorwatch_window_metric_upper",
+    "priorwatch_window_estimate",
+    "priorwatch_window_estimate_lower",
+    "priorwatch_window_estimate_upper",
+    "priorwatch_estimate_error",
+    "priorwatch_window_completed",
+]
+"""The families the compact exposition trims by ``metric`` (app/exporter/exposition.py;
+a test checks that the two lists agree)."""
+
+ExpositionSetting = Annotated[
+    Literal["compact", "full"]
+    | Annotated[list[ExpositionFamily], Field(min_length=1, max_length=8)],
+    AfterValidator(lambda v: v if isinstance(v, str) else sorted(set(v))),
+    Field(
+        description="which series GET /metrics writes of this model's windows: compact (the "
+        "series the shipped dashboard and rules read), full, or the compact series plus "
+        "every metric of each family listed (docs/reading.md); null: the service's "
+        "default (PRIORWATCH_METRICS_EXPOSITION)",
+        examples=["full", ["priorwatch_window_metric_lower", "priorwatch_window_metric_upper"]],
+    ),
+]
+
+
 def _validate_instant(value: Any) -> datetime:
     try:
         return parse_instant(value, "value")
@@ -263,6 +290,7 @@ class ModelCreate(_Strict):
         "(docs/maturity.md); none: the labelled rows are the window",
     )
     label_horizon: LabelHorizon | None = None
+    exposition: ExpositionSetting | None = None
 
     @field_validator("thresholds")
     @classmethod
@@ -311,6 +339,7 @@ class ModelUpdate(_Strict):
     retention: Retention | None = None
     label_missingness: LabelMissingness | None = None
     label_horizon: LabelHorizon | None = None
+    exposition: ExpositionSetting | None = None
     # fixed at creation: accepted only when unchanged
     name: str | None = None
     window: str | None = None
@@ -352,6 +381,10 @@ class ModelPublic(BaseModel):
     )
     label_horizon: str | None = Field(
         description="how long after a window its labels are expected complete; null: not set"
+    )
+    exposition: str | list[str] | None = Field(
+        description="which series GET /metrics writes of its windows: compact, full or the "
+        "trimmed families written whole; null: the service's default"
     )
     created_at: datetime
     updated_at: datetime

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import pytest
@@ -22,7 +22,8 @@ import yaml
 from builders import model_config, sample, sums_of
 
 from app.exporter import names
-from app.exporter.exposition import COMPACT, COMPACT_METRICS, Exposition
+from app.exporter.exposition import COMPACT, COMPACT_METRICS, Exposition, select_by_model
+from app.services.models.settings import ExpositionFamily
 from app.services.windows.compute import compute_window_result
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
@@ -149,3 +150,28 @@ def test_compact_full_and_a_list_of_families() -> None:
 def test_an_unknown_family_is_refused(value: str) -> None:
     with pytest.raises(ValueError, match="compact"):
         Exposition.parse(value)
+
+
+def test_the_models_setting_names_the_trimmed_families() -> None:
+    assert set(get_args(ExpositionFamily)) == set(COMPACT_METRICS)
+
+
+def test_a_models_setting_replaces_the_services_default() -> None:
+    full = Exposition.parse("full")
+    assert Exposition.of_setting(None, full) == full
+    assert Exposition.of_setting("compact", full) == COMPACT
+    assert Exposition.of_setting("full", COMPACT) == full
+    listed = Exposition.of_setting((names.WINDOW_METRIC_LOWER,), full)
+    assert listed == Exposition.parse(names.WINDOW_METRIC_LOWER)
+    assert {listed: 1}[Exposition.parse(names.WINDOW_METRIC_LOWER)] == 1  # a cache key
+
+
+def test_each_models_samples_follow_its_exposition() -> None:
+    samples = {
+        names.WINDOW_METRIC: [(("a", "all", "brier"), 0.1), (("b", "all", "brier"), 0.2)],
+        names.DRIFT_FLAG: [(("a", "all", "prior"), 1.0), (("b", "all", "prior"), 0.0)],
+    }
+    of = {"a": COMPACT, "b": Exposition.parse("full")}
+    kept = select_by_model(samples, of.__getitem__)
+    assert kept[names.WINDOW_METRIC] == [(("b", "all", "brier"), 0.2)]
+    assert kept[names.DRIFT_FLAG] == samples[names.DRIFT_FLAG]

@@ -89,3 +89,14 @@ def test_segment_names_are_distinct_and_not_reserved() -> None:
         ModelCreate(name="m", pi0=0.1, segments=["eu", "all"])
     with pytest.raises(ValidationError, match="reserved"):
         ModelUpdate(segments=["all"])
+
+
+def test_exposition_is_a_preset_or_a_list_of_trimmed_families() -> None:
+    lower, upper = "priorwatch_window_metric_lower", "priorwatch_window_metric_upper"
+    assert ModelCreate(name="m", pi0=0.1).exposition is None  # the service's default
+    assert ModelUpdate.model_validate({"exposition": "full"}).exposition == "full"
+    listed = ModelUpdate.model_validate({"exposition": [upper, lower, upper]})
+    assert listed.exposition == [lower, upper]
+    for bad in ("everything", [], ["priorwatch_drift_flag"], [lower] * 9):
+        with pytest.raises(ValidationError, match="exposition"):
+            ModelUpdate.model_validate({"exposition": bad})
