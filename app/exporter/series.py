@@ -32,24 +32,17 @@ DRIFT_KINDS: tuple[str, ...] = ("prior", "likelihood")
 """``kind`` label values of the drift gauges."""
 
 
-SIGNIFICANT_DIGITS = 6
-"""Significant digits of an exposed measured value (a metric, bound, p-value, effect,
-completeness, estimate): a relative error of at most 5e-6, far below any credible interval's
-width, and about 10 bytes less per sample than the 17 digits of a float64
-(docs/reading.md, "Compact by default"). Counts, timestamps and streaks are exact."""
-
-
 def measured(value: Any) -> float | None:
-    """``value`` as exposed: a float of :data:`SIGNIFICANT_DIGITS` significant digits, or
-    None when it is absent, not a number, or not finite.
+    """``value`` as exposed, exact: a float, or None when it is absent, not a number, or
+    not finite.
 
-    >>> measured(0.6195380720781442), measured(12345.678), measured(None), measured(True)
-    (0.619538, 12345.7, None, None)
+    >>> measured(0.6195380720781442), measured(12), measured(None), measured(True)
+    (0.6195380720781442, 12.0, None, None)
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     number = float(value)
-    return float(f"{number:.6g}") if math.isfinite(number) else None
+    return number if math.isfinite(number) else None
 
 
 def segment_label(model: ModelRow, key: str) -> str | None:

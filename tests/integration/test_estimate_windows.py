@@ -270,7 +270,7 @@ def test_exposition_keeps_labelled_gauges_on_the_latest_labelled_window(api: Api
     # labelled gauges: the latest window with labels (hour 5), not the unlabelled hour 7
     assert _get(s, "priorwatch_window_end_timestamp_seconds", **eu) == end5
     assert _get(s, "priorwatch_window_metric", **eu, metric="precision") == pytest.approx(
-        w5["metrics"]["precision"], rel=5e-6
+        w5["metrics"]["precision"], rel=1e-15
     )
     # a window of unlabelled rows resets no streak
     assert {k: v for k, v in s.items() if k[0].endswith("_streak_windows")} == streaks
@@ -278,20 +278,20 @@ def test_exposition_keeps_labelled_gauges_on_the_latest_labelled_window(api: Api
     assert _get(s, "priorwatch_estimate_window_end_timestamp_seconds", **eu) == end7
     est = w7["estimate"]
     assert _get(s, "priorwatch_window_estimate", **eu, metric="prior") == pytest.approx(
-        est["prior"]["value"], rel=5e-6
+        est["prior"]["value"], rel=1e-15
     )
     assert _get(s, "priorwatch_window_estimate_lower", **eu, metric="prior") == pytest.approx(
-        est["prior"]["lower"], rel=5e-6
+        est["prior"]["lower"], rel=1e-15
     )
     assert _get(s, "priorwatch_window_estimate", **eu, metric="f1") == pytest.approx(
-        est["metrics"]["f1"], rel=5e-6
+        est["metrics"]["f1"], rel=1e-15
     )
     for kind in ("prior", "likelihood"):
         flag = _get(s, "priorwatch_estimate_flag", **eu, kind=kind)
         assert flag == (1.0 if est["fit"]["verdict"] == kind else 0.0)
     assert _get(s, "priorwatch_estimate_flag", **eu, kind="prior") == 1.0  # 0.2 against 0.1
     assert _get(s, "priorwatch_estimate_p_value", **eu, kind="likelihood") == pytest.approx(
-        est["fit"]["p_value"], rel=5e-6
+        est["fit"]["p_value"], rel=1e-15
     )
     assert _get(s, "priorwatch_estimate_reliable", **eu) == 1.0
     # the error: the latest window with both kinds of rows (hour 5)
@@ -302,12 +302,12 @@ def test_exposition_keeps_labelled_gauges_on_the_latest_labelled_window(api: Api
             assert _get(s, "priorwatch_estimate_error", **eu, metric=metric) is None
             continue
         assert _get(s, "priorwatch_estimate_error", **eu, metric=metric) == pytest.approx(
-            value, rel=5e-6, abs=1e-300
+            value, rel=1e-15, abs=1e-300
         )
     # all traffic holds the same rows (no batch without a segment here)
     assert _get(
         s, "priorwatch_window_estimate", model="fraud", segment="all", metric="prior"
-    ) == pytest.approx(est["prior"]["value"], rel=5e-6)
+    ) == pytest.approx(est["prior"]["value"], rel=1e-12)
     if shutil.which("promtool"):
         check = subprocess.run(
             ["promtool", "check", "metrics"],

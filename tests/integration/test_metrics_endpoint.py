@@ -112,7 +112,7 @@ def test_latest_fresh_windows_are_exposed_as_stored(data: Populated) -> None:
         }
         kept = COMPACT_METRICS[names.WINDOW_METRIC]
         defined = {k: v for k, v in window["metrics"].items() if v is not None and k in kept}
-        assert exposed == pytest.approx(defined, rel=5e-6)  # 6 significant digits
+        assert exposed == pytest.approx(defined, rel=1e-15)
         for metric, bounds in window["intervals"].items():
             if (
                 bounds.get("lower") is not None
@@ -120,7 +120,7 @@ def test_latest_fresh_windows_are_exposed_as_stored(data: Populated) -> None:
             ):
                 assert _get(
                     samples, names.WINDOW_METRIC_LOWER, **labels, metric=metric
-                ) == pytest.approx(bounds["lower"], rel=5e-6)
+                ) == pytest.approx(bounds["lower"], rel=1e-15)
         end = datetime.fromisoformat(window["end"].replace("Z", "+00:00"))
         assert _get(samples, names.WINDOW_END, **labels) == end.timestamp()
         positives = _get(samples, names.WINDOW_EXAMPLES, **labels, **{"class": "positive"})
@@ -130,10 +130,10 @@ def test_latest_fresh_windows_are_exposed_as_stored(data: Populated) -> None:
             test = window["drift"][kind]
             assert _get(samples, names.DRIFT_FLAG, **labels, kind=kind) == float(test["flag"])
             assert _get(samples, names.DRIFT_P_VALUE, **labels, kind=kind) == pytest.approx(
-                test["p_value"], rel=5e-6
+                test["p_value"], rel=1e-15
             )
             assert _get(samples, names.DRIFT_EFFECT, **labels, kind=kind) == pytest.approx(
-                test["effect"], rel=5e-6
+                test["effect"], rel=1e-15
             )
 
 
@@ -147,12 +147,11 @@ def test_the_full_exposition_holds_every_stored_metric(data: Populated) -> None:
     labels = {"model": MODEL, "segment": "eu"}
     for metric, value in window["metrics"].items():
         if value is not None:
-            got = _get(samples, names.WINDOW_METRIC, **labels, metric=metric)
-            assert got == pytest.approx(value, rel=5e-6)  # 6 significant digits
+            assert _get(samples, names.WINDOW_METRIC, **labels, metric=metric) == value
     for metric, bounds in window["intervals"].items():
         if bounds.get("upper") is not None:
             got = _get(samples, names.WINDOW_METRIC_UPPER, **labels, metric=metric)
-            assert got == pytest.approx(bounds["upper"], rel=5e-6)
+            assert got == bounds["upper"]
 
 
 def test_sla_gauges_agree_with_the_report(data: Populated) -> None:
