@@ -111,13 +111,14 @@ def completion_intervals(
         )
 
     if completion.assumption == "class":
-        drawn = metrics_of(_class_draws(pos, neg, rest, rng, draws))
+        out = _quantiles(metrics_of(_class_draws(pos, neg, rest, rng, draws)), draws, level)
+        out.update(_labelled_areas(rows.positives, rows.negatives, pi0, level, rng))
     else:
         pieces = _pieces(edges, thresholds, keep[kept_starts])
-        drawn = metrics_of(_score_draws(pos, neg, rest, kept_starts, pieces, rng, draws))
-    out = _quantiles(drawn, draws, level)
-    if completion.assumption == "class":
-        out.update(_labelled_areas(rows.positives, rows.negatives, pi0, level, rng))
+        full = _score_draws(pos, neg, rest, kept_starts, pieces, rng, draws)
+        out = _quantiles(metrics_of(full), draws, level)
+        point = (completion.positives[keep], completion.negatives[keep])
+        out["ks"] = _ks_floor(out["ks"], full, point, level)
     return _with_prior(out, completion)
 
 
@@ -185,7 +186,45 @@ def merged_completion_intervals(
         pi0=pi0,
         cost_ratio=cost_ratio,
     )
-    return _with_prior(_quantiles(drawn_metrics, draws, level), completion)
+    out = _quantiles(drawn_metrics, draws, level)
+    if completion.assumption == "score":
+        point = (completion.positives, completion.negatives)
+        out["ks"] = _ks_floor(out["ks"], completed, point, level)
+    return _with_prior(out, completion)
+
+
+def _ks_floor(
+    interval: Interval | None,
+    drawn: tuple[FloatArray, FloatArray],
+    point: tuple[FloatArray, FloatArray],
+    level: float,
+) -> Interval | None:
+    """The KS interval of ``score`` draws with its lower end taken from the draws' gap
+    TPR - FPR at the completed curve's maximising bin (docs/maturity.md, "KS").
+
+    KS is the maximum gap over the curve, so each drawn KS takes a lift from the noise
+    of its drawn curve, and the draws' lower quantile lies above many full-label
+    values. The full-label KS is at least its gap at any fixed bin; the gap at a bin
+    fixed by the completion (not by the draw) has no such lift, so the lower quantile
+    of its draws bounds the full-label KS from below. The upper end is the drawn KS's.
+    """
+    if interval is None:
+        return None
+    with np.errstate(invalid="ignore", divide="ignore"):  # a class absent: nan, dropped
+        at = int(np.argmax(_gaps(point[0][None, :], point[1][None, :])[0]))
+        gaps = _gaps(drawn[0], drawn[1])[:, at]
+    gaps = gaps[np.isfinite(gaps)]
+    if gaps.size == 0:
+        return interval
+    low = float(np.quantile(gaps, (1.0 - level) / 2.0))
+    return min(max(low, 0.0), interval[0]), interval[1]
+
+
+def _gaps(h1: FloatArray, h0: FloatArray) -> FloatArray:
+    """TPR - FPR of each row's histograms at every bin's lower edge, scores descending."""
+    tps, fps = np.cumsum(h1[:, ::-1], axis=1), np.cumsum(h0[:, ::-1], axis=1)
+    out: FloatArray = tps / tps[:, -1:] - fps / fps[:, -1:]
+    return out
 
 
 def _checked_options(draws: int, level: float) -> float:
