@@ -28,12 +28,15 @@ to the same process idle and while another thread scrapes the 4 shards, beside
 the full exposition of the same data, unsharded, measured in the same run.
 
 Usage: ``.venv/bin/python bench/bench_scrape.py`` (``make bench``);
-``.venv/bin/python bench/bench_scrape.py --fleet``.
+``.venv/bin/python bench/bench_scrape.py --fleet``; ``--fleet --profile``: only the
+cold scrape of shard 0, under cProfile (its 25 costliest functions, cumulative).
 """
 
 from __future__ import annotations
 
+import cProfile
 import gc
+import pstats
 import sys
 import tempfile
 import threading
@@ -398,6 +401,10 @@ def fleet(url: str) -> None:
     )
     app = create_app(settings)
     exporter = app.state.exporter
+    if "--profile" in sys.argv:
+        _profile_cold_shard(exporter)
+        app.state.engine.dispose()
+        return
     _reset_peak()
     before = _rss_mb("VmRSS")
     for round_ in ("first (cold caches)", "second (warm caches)"):
@@ -429,6 +436,21 @@ def fleet(url: str) -> None:
     print(f"[fleet] full exposition    : {size.per_window(windows)}")
     print(f"[fleet] full, unsharded, first scrape: {elapsed:.2f} s; RSS growth: peak {peak:.0f} MB")
     app.state.engine.dispose()
+
+
+def _profile_cold_shard(exporter: Exporter) -> None:
+    """The cold scrape of shard 0 of SHARDS under cProfile: its time, then the 25
+    costliest functions (cumulative), to see where a cold shard spends it."""
+    profile = cProfile.Profile()
+    t0 = time.perf_counter()
+    profile.enable()
+    for _chunk in exporter.render((0, SHARDS)):
+        pass
+    profile.disable()
+    print(f"[fleet] compact, shard 0 of {SHARDS}, cold, profiled: "
+          f"{time.perf_counter() - t0:.2f} s")  # fmt: skip
+    pstats.Stats(profile, stream=sys.stdout).sort_stats("cumulative").print_stats(25)
+    pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(20)
 
 
 def main() -> None:

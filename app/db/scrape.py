@@ -303,13 +303,11 @@ def fresh_stamps(session: Session, shard: tuple[int, int] | None = None) -> Sequ
     ).all()
 
 
-def recent_keys(
-    session: Session, groups: Collection[tuple[int, str]] | None, limit: int
-) -> list[Record]:
-    """``model_id, segment, window_start, computed_at`` of the ``limit`` most recent fresh
-    windows with labelled rows of every (model, segment) (or of ``groups``,
-    :data:`KEYS_PER_QUERY` per statement), by group and newest first within each."""
-    ranked = (
+def _recent(limit: int, shard: tuple[int, int] | None = None) -> Any:
+    """The ``limit`` most recent fresh windows with labelled rows of every (model, segment)
+    (of ``shard``), ranked newest first within each: a subquery of ``model_id, segment,
+    window_start, computed_at, rank``."""
+    return (
         select(
             WM.model_id,
             WM.segment,
@@ -327,8 +325,21 @@ def recent_keys(
                 WA.window_start == WM.window_start,
             ),
         )
-        .where(WM.status == StoredStatus.FRESH, WA.n > 0)
+        .where(WM.status == StoredStatus.FRESH, WA.n > 0, _of_shard(WM.model_id, shard))
     )
+
+
+def recent_keys(
+    session: Session,
+    groups: Collection[tuple[int, str]] | None,
+    limit: int,
+    shard: tuple[int, int] | None = None,
+) -> list[Record]:
+    """``model_id, segment, window_start, computed_at`` of the ``limit`` most recent fresh
+    windows with labelled rows of every (model, segment) of the models of ``shard`` (one
+    statement), or of ``groups`` (:data:`KEYS_PER_QUERY` per statement), by group and
+    newest first within each."""
+    ranked = _recent(limit, shard)
     if groups is None:
         filters = [ranked]
     else:
@@ -370,7 +381,11 @@ def _opened(session: Session, document: Any) -> Any:
 
 
 def outcome_values(
-    session: Session, keys: Sequence[WindowId], flags: Sequence[str], metrics: Sequence[str]
+    session: Session,
+    keys: Sequence[WindowId] | None,
+    flags: Sequence[str],
+    metrics: Sequence[str],
+    recent: tuple[int, tuple[int, int] | None] = (1, None),
 ) -> Iterator[Record]:
     """What the streaks test in the fresh windows ``keys`` (:data:`KEYS_PER_QUERY` per
     statement), extracted in SQL from the stored documents: ``model_id, segment,
@@ -379,39 +394,56 @@ def outcome_values(
     value and its interval's lower and upper bounds, the completed ones where the window
     has a ``maturity`` document (as the SLA report judges it).
 
+    Without ``keys``: those of the windows :func:`recent_keys` reads without groups,
+    ``recent`` being its ``(limit, shard)`` (one statement: naming thousands of windows
+    costs more, in bound parameters alone, than reading them).
+
     Each stored document is opened once per row (:func:`_opened`, in an inner SELECT
     kept apart by ``OFFSET 0``, which PostgreSQL does not flatten); the outer SELECT reads
     the paths out of those values.
     """
-    for i in range(0, len(keys), KEYS_PER_QUERY):
-        inner = (
-            select(
-                *WINDOW_KEY,
-                WM.computed_at,
-                WM.drift,
-                (WM.detail_version == WM.aggregate_version).label("current"),
-                _opened(session, WM.metrics).label("metrics"),
-                _opened(session, WM.intervals).label("intervals"),
-                _opened(session, WM.maturity).label("maturity"),
-            )
-            .where(
-                WM.status == StoredStatus.FRESH,
-                _among(session, WINDOW_KEY, keys[i : i + KEYS_PER_QUERY]),
-            )
-            .offset(0)
-            .subquery()
+    if keys is None:
+        ranked = _recent(*recent).subquery()
+        wanted = select(ranked.c.model_id, ranked.c.segment, ranked.c.window_start).where(
+            ranked.c.rank <= recent[0]
         )
-        c = inner.c
-        completeness = c.maturity["completeness"].as_float()
-        columns = [c.drift[(kind, "flag")].as_boolean() for kind in flags]
-        columns.append(c.current)
-        for name in metrics:
-            completed = c.maturity[("metrics", name)].as_float()
-            columns.append(_judged(completeness, completed, c.metrics[name].as_float()))
-            for bound in ("lower", "upper"):
-                completed = c.maturity[("intervals", name, bound)].as_float()
-                labelled = c.intervals[(name, bound)].as_float()
-                columns.append(_judged(completeness, completed, labelled))
-        yield from session.execute(
-            select(c.model_id, c.segment, c.window_start, c.computed_at, *columns)
-        ).all()
+        conditions: list[ColumnElement[bool]] = [tuple_(*WINDOW_KEY).in_(wanted)]
+    else:
+        conditions = [
+            _among(session, WINDOW_KEY, keys[i : i + KEYS_PER_QUERY])
+            for i in range(0, len(keys), KEYS_PER_QUERY)
+        ]
+    for condition in conditions:
+        yield from session.execute(_outcome_statement(session, condition, flags, metrics)).all()
+
+
+def _outcome_statement(
+    session: Session, condition: ColumnElement[bool], flags: Sequence[str], metrics: Sequence[str]
+) -> Select[Any]:
+    """The SELECT of :func:`outcome_values` of the fresh windows meeting ``condition``."""
+    inner = (
+        select(
+            *WINDOW_KEY,
+            WM.computed_at,
+            WM.drift,
+            (WM.detail_version == WM.aggregate_version).label("current"),
+            _opened(session, WM.metrics).label("metrics"),
+            _opened(session, WM.intervals).label("intervals"),
+            _opened(session, WM.maturity).label("maturity"),
+        )
+        .where(WM.status == StoredStatus.FRESH, condition)
+        .offset(0)
+        .subquery()
+    )
+    c = inner.c
+    completeness = c.maturity["completeness"].as_float()
+    columns = [c.drift[(kind, "flag")].as_boolean() for kind in flags]
+    columns.append(c.current)
+    for name in metrics:
+        completed = c.maturity[("metrics", name)].as_float()
+        columns.append(_judged(completeness, completed, c.metrics[name].as_float()))
+        for bound in ("lower", "upper"):
+            completed = c.maturity[("intervals", name, bound)].as_float()
+            labelled = c.intervals[(name, bound)].as_float()
+            columns.append(_judged(completeness, completed, labelled))
+    return select(c.model_id, c.segment, c.window_start, c.computed_at, *columns)

@@ -134,9 +134,17 @@ def window_outcomes(
 
 
 def read_outcomes(
-    session: Session, keys: Sequence[StoredKey], objectives: Mapping[int, Sequence[Objective]]
+    session: Session,
+    keys: Sequence[StoredKey],
+    objectives: Mapping[int, Sequence[Objective]],
+    shard: Shard | None = None,
+    *,
+    whole_shard: bool = False,
 ) -> dict[StoredKey, Outcomes]:
-    """The outcomes of the fresh windows ``keys`` (one statement per 500 windows).
+    """The outcomes of the fresh windows ``keys``: one statement per 500 windows, or, with
+    ``whole_shard``, one statement reading the recent windows (:data:`STREAK_WINDOWS`) of
+    every group of the models of ``shard``, of which those of ``keys`` are kept (cheaper
+    when they are most of them).
 
     Only what the outcomes need is read, extracted in SQL from the stored
     documents: the drift flags, and the value and interval bounds of every
@@ -146,9 +154,19 @@ def read_outcomes(
     """
     names = sorted({o.evaluated_as for key in keys for o in objectives[key[0]]})
     wanted = [(m, seg, start) for m, seg, start, _ in keys]
+    read = scrape.outcome_values(
+        session,
+        None if whole_shard else wanted,
+        DRIFT_KINDS,
+        names,
+        (STREAK_WINDOWS, shard),
+    )
+    if whole_shard:  # every recent window of the shard: keep those asked for
+        asked = set(wanted)
+        read = (r for r in read if (int(r[0]), r[1], r[2]) in asked)
     first = 5 + len(DRIFT_KINDS)
     out: dict[StoredKey, Outcomes] = {}
-    for row in scrape.outcome_values(session, wanted, DRIFT_KINDS, names):
+    for row in read:
         key = (int(row[0]), row[1], row[2], row[3])
         values = row[first:]
         metrics = {name: values[3 * j] for j, name in enumerate(names)}
@@ -181,12 +199,16 @@ def read_stamps(session: Session, shard: Shard | None = None) -> dict[Group, Sta
 
 
 def read_recent_keys(
-    session: Session, groups: Collection[Group] | None = None, limit: int = STREAK_WINDOWS
+    session: Session,
+    groups: Collection[Group] | None = None,
+    limit: int = STREAK_WINDOWS,
+    shard: Shard | None = None,
 ) -> list[StoredKey]:
     """The keys of the ``limit`` most recent fresh windows with labelled rows of every
-    group (or of ``groups``, 500 per statement), newest first within each. (A window of
-    unlabelled rows only tests nothing: it neither counts nor breaks a streak.)"""
-    rows = scrape.recent_keys(session, groups, limit)
+    group of the models of ``shard`` (or of ``groups``, 500 per statement), newest first
+    within each. (A window of unlabelled rows only tests nothing: it neither counts nor
+    breaks a streak.)"""
+    rows = scrape.recent_keys(session, groups, limit, shard)
     return [(int(m), seg, start, computed) for m, seg, start, computed in rows]
 
 
@@ -301,7 +323,7 @@ class StreakCollector(StoredPartCollector):
             else:
                 changed.append(group)
         if changed:
-            groups.update(self._read_groups(session, changed, stamps, objectives, cached))
+            groups.update(self._read_groups(session, changed, stamps, objectives, cached, shard))
         with self._lock:
             self._groups = groups
         return streak_series(models, groups)
@@ -313,16 +335,28 @@ class StreakCollector(StoredPartCollector):
         stamps: Mapping[Group, Stamp],
         objectives: Mapping[int, tuple[Objective, ...]],
         cached: Mapping[Group, GroupStreaks],
+        shard: Shard | None,
     ) -> dict[Group, GroupStreaks]:
+        """The streaks of the ``changed`` groups. When they are most of the shard's (a
+        cold cache), their keys and outcomes are read for the whole shard in one statement
+        each (naming thousands of groups or windows costs more than reading them all)."""
         known: dict[StoredKey, Outcomes] = {}
         for group in changed:
             old = cached.get(group)
             if old is not None and old.objectives == objectives[group[0]]:
                 known.update(zip(old.keys, old.outcomes, strict=True))
-        keys = read_recent_keys(session, changed)
+        whole_shard = len(changed) * 2 > len(stamps)
+        if whole_shard:
+            wanted = set(changed)
+            keys = [k for k in read_recent_keys(session, shard=shard) if k[:2] in wanted]
+        else:
+            keys = read_recent_keys(session, changed)
         missing = [k for k in keys if k not in known]
         if missing:
-            known.update(read_outcomes(session, missing, objectives))
+            whole_shard = whole_shard and len(missing) * 2 > len(keys)
+            known.update(
+                read_outcomes(session, missing, objectives, shard, whole_shard=whole_shard)
+            )
         by_group: dict[Group, list[StoredKey]] = {group: [] for group in changed}
         for key in keys:
             if key in known:  # else recomputed meanwhile: read again next scrape (new stamp)

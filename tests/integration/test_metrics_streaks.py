@@ -26,7 +26,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.config import Settings
 from app.db.models import ALL_SEGMENTS_LABEL, Model, WindowAggregate, WindowMetrics
 from app.exporter import names
-from app.exporter.streaks import read_outcomes, read_recent_keys, window_outcomes
+from app.exporter.reads import read_models
+from app.exporter.streaks import StreakCollector, read_outcomes, read_recent_keys, window_outcomes
 from app.main import create_app
 from app.sla.objectives import Objective
 from app.timegrid import window_start
@@ -229,6 +230,40 @@ def test_steady_scrape_reads_one_statement_and_recent_keys_are_bounded(
     for starts in by_segment.values():
         assert starts == [day + timedelta(hours=h) for h in (9, 8)]
     assert [(k[1], k[2]) for k in only_eu] == [("eu", day + timedelta(hours=h)) for h in (9, 8, 7)]
+
+
+def test_a_cold_read_names_no_window_and_gives_what_the_reads_by_key_give(
+    client: TestClient,
+) -> None:
+    """With no group cached (a new process), the recent windows' keys and outcomes are
+    read for the whole shard, in one statement each and with no window named in bound
+    parameters (thousands of them cost seconds on a fleet), and they are the outcomes
+    read window by window."""
+    factory = client.app.state.session_factory  # type: ignore[attr-defined]
+    engine = client.app.state.engine  # type: ignore[attr-defined]
+    bound: list[int] = []
+
+    def record(*args: Any) -> None:
+        bound.append(len(args[3] or ()))
+
+    _scrape(client)  # the app's streaks: cached by group
+    with factory() as session:
+        models = read_models(session)
+        warm = client.app.state.exporter.streaks.read(session, models)  # type: ignore[attr-defined]
+        objectives = {m.id: m.objectives for m in models}
+        keys = read_recent_keys(session)
+        sa.event.listen(engine, "before_cursor_execute", record)
+        try:
+            cold = StreakCollector(factory).read(session, models)
+        finally:
+            sa.event.remove(engine, "before_cursor_execute", record)
+        by_key = read_outcomes(session, keys, objectives)
+        whole = read_outcomes(session, keys, objectives, whole_shard=True)
+        session.rollback()
+    assert len(keys) >= 16 and len(bound) <= 4  # stamps, keys, outcomes (+ BEGIN)
+    assert max(bound) < len(keys)  # by key: 3 bound values a window
+    assert whole == by_key and len(by_key) == len(keys)
+    assert cold == warm and cold[names.DRIFT_STREAK]
 
 
 def test_a_recomputed_window_is_read_again(client: TestClient) -> None:
