@@ -2,7 +2,7 @@
 
 Every refresh with a detail finds a root (the KS interval's DKW quantile,
 :mod:`app.metrics.area_intervals`), and the label-free prior finds others
-(:mod:`app.estimation.prior`). ``scipy.optimize`` costs 0.35-0.4 s of CPU to
+(:mod:`app.estimation.prior`). ``scipy.optimize`` costs 0.27-0.4 s of CPU to
 import on the shared 2-core machine (it loads its linear programming,
 global optimisers and least squares with it), in every worker process, for
 these few lines. :func:`brentq` takes the same steps in the same floating-point
