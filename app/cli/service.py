@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
-import httpx
 import orjson
 import typer
 from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    import httpx
 
 EXIT_SERVICE = 1
 """The service answered with an error (4xx/5xx), or a result was not as asked."""
@@ -49,7 +51,10 @@ LOCAL_EXIT_CODES_EPILOG = (
 """The exit codes of the local commands that read the settings (docs/cli.md)."""
 
 DEFAULT_URL = "http://127.0.0.1:8000"
-TIMEOUT = httpx.Timeout(60.0, connect=5.0)
+TIMEOUT_SECONDS = 60.0
+CONNECT_TIMEOUT_SECONDS = 5.0
+"""A call's timeouts. httpx is imported by the first call, not with this module: the
+commands that call no service (``worker``, ``serve``, ``migrate``) start without it."""
 
 UrlOption = Annotated[
     str,
@@ -164,6 +169,8 @@ class Service:
         if json is not None:
             content = orjson.dumps(dict(json))
             headers["Content-Type"] = "application/json"
+        import httpx
+
         try:
             response = httpx.request(
                 method,
@@ -171,7 +178,7 @@ class Service:
                 content=content,
                 params={k: v for k, v in (params or {}).items() if v is not None},
                 headers=headers,
-                timeout=TIMEOUT,
+                timeout=httpx.Timeout(TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS),
             )
         except httpx.TransportError as exc:
             fail(f"cannot reach the service at {self.url}: {exc}", EXIT_UNREACHABLE)

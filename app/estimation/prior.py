@@ -17,12 +17,11 @@ Decaestecker (2002), without iterating EM to a tolerance.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from app.drift.histograms import FloatArray
+from app.metrics.roots import brentq
 
 PRIOR_XTOL = 1e-12
 """Absolute tolerance of the prior's root (with scipy's default relative one).
@@ -32,15 +31,6 @@ at a prior of 1e-4). The smallest float as tolerance asked Brent for more
 than the doubles near a root of 1e-4 can give: it failed to converge in 100
 iterations in 12 of 80,000 windows at prior 0.001; at 1e-12 it takes about 6.
 """
-
-
-def _brentq(f: Callable[..., float], a: float, b: float, **options: Any) -> float:
-    """scipy's Brent root of ``f`` in [a, b]; scipy.optimize is imported on first use
-    (a worker whose windows are all labelled never needs it: docs/worker.md, start-up)."""
-    from scipy import optimize
-
-    root: float = optimize.brentq(f, a, b, **options)
-    return root
 
 
 def mixture_log_likelihood(
@@ -88,7 +78,7 @@ def ml_prior(counts: FloatArray, f_positive: FloatArray, f_negative: FloatArray)
         return 0.0
     if _slope(1.0, counts, diff, f_negative) >= 0.0:
         return 1.0
-    root = _brentq(_slope, 0.0, 1.0, args=(counts, diff, f_negative), xtol=PRIOR_XTOL)
+    root = brentq(lambda pi: _slope(pi, counts, diff, f_negative), 0.0, 1.0, xtol=PRIOR_XTOL)
     return float(root)
 
 
@@ -150,8 +140,8 @@ def profile_interval(
     def excess(pi: float) -> float:
         return scale * 2.0 * (top - mixture_log_likelihood(counts, f_positive, f_negative, pi)) - q
 
-    lower = 0.0 if excess(0.0) <= 0.0 else float(_brentq(excess, 0.0, prior))
-    upper = 1.0 if excess(1.0) <= 0.0 else float(_brentq(excess, prior, 1.0))
+    lower = 0.0 if excess(0.0) <= 0.0 else brentq(excess, 0.0, prior)
+    upper = 1.0 if excess(1.0) <= 0.0 else brentq(excess, prior, 1.0)
     return lower, upper
 
 

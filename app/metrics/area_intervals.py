@@ -73,6 +73,7 @@ from scipy import special
 
 from app.metrics.areas import average_precision_from_counts
 from app.metrics.labeling import Array
+from app.metrics.roots import brentq
 from app.metrics.validation import check_class_histograms, check_probability
 
 __all__ = [
@@ -253,12 +254,7 @@ def dkw_sum_quantile(prob: float, n_positives: float, n_negatives: float) -> flo
     u, v = 1.0 / math.sqrt(n_positives), 1.0 / math.sqrt(n_negatives)
     # each term's own tail at its share of d bounds the sum's: 2 exp(−2 d^2/(u + v)^2) <= tail
     upper = (u + v) * math.sqrt(math.log(2.0 / tail) / 2.0)
-    from scipy import optimize  # on first use (docs/worker.md, start-up)
-
-    root: float = optimize.brentq(
-        lambda d: dkw_sum_sf(d, n_positives, n_negatives) - tail, 0.0, upper, xtol=1e-12
-    )
-    return root
+    return brentq(lambda d: dkw_sum_sf(d, n_positives, n_negatives) - tail, 0.0, upper, xtol=1e-12)
 
 
 def ks_interval(positives: Any, negatives: Any, level: float = 0.95) -> AreaInterval:

@@ -37,3 +37,20 @@ def test_worker_start_up_leaves_scipy_stats_optimize_and_integrate_unimported() 
 
 def test_worker_warm_up_builds_the_prior_free_reference_only() -> None:
     assert _start_up()[1] == f"['auc_roc', 'ks'] {CURVE_POINTS} 0"
+
+
+COMMAND_IMPORTS = (
+    "import sys\n"
+    "import app.cli\n"
+    "from app.cli.startup import load_settings, load_worker_settings, prepare_schema_or_exit\n"
+    "import app.db.migrate, app.worker.runner\n"
+    "print(sorted(m for m in sys.modules if m.startswith(('httpx', 'priorwatch_client'))))\n"
+)
+"""What ``priorwatch worker`` imports before its first claim (app/cli/__init__.py)."""
+
+
+def test_the_worker_command_starts_without_the_http_client() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", COMMAND_IMPORTS], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
