@@ -178,8 +178,12 @@ def test_two_workers_share_the_backlog_and_never_compute_a_window_twice(
     factory: sessionmaker[Session], settings: Settings, start_worker: Callable[..., WorkerProcess]
 ) -> None:
     # every refresh full: one claim per window (summary first would claim a closed
-    # window a second time for its detail, test_tiered_refresh.py)
-    workers = [start_worker(name, detail_interval_seconds="0") for name in ("a", "b")]
+    # window a second time for its detail, test_tiered_refresh.py). No worker dies here,
+    # so the lease is long: a first refresh builds its prior's OPS nodes, which on a
+    # loaded machine outlasted the 2 s lease and the window was rightly claimed again.
+    workers = [
+        start_worker(name, detail_interval_seconds="0", lease_seconds="30") for name in ("a", "b")
+    ]
     for w in workers:
         w.wait_for_line("worker ready")
     model = register_model(factory, segments=["eu"])
