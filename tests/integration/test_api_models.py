@@ -385,7 +385,7 @@ def test_cli_models_list_follows_the_cursor(api: Any, monkeypatch: pytest.Monkey
         return api.client.request(method, url.removeprefix("http://svc"), **kwargs)
 
     monkeypatch.setattr(admin, "MODELS_PAGE", 2)
-    monkeypatch.setattr("app.cli.service.httpx.request", request)
+    monkeypatch.setattr("httpx.request", request)  # the CLI imports httpx on its first call
     result = CliRunner().invoke(
         cli,
         ["models", "list", "--json", "--url", "http://svc"],
@@ -400,7 +400,7 @@ def test_cli_sets_the_label_settings(api: Any, monkeypatch: pytest.MonkeyPatch) 
     def request(method: str, url: str, *, timeout: Any, **kwargs: Any) -> Any:
         return api.client.request(method, url.removeprefix("http://svc"), **kwargs)
 
-    monkeypatch.setattr("app.cli.service.httpx.request", request)
+    monkeypatch.setattr("httpx.request", request)  # the CLI imports httpx on its first call
     env = {"PRIORWATCH_ADMIN_TOKEN": api.admin["Authorization"].removeprefix("Bearer ")}
     common = ["--url", "http://svc"]
     create = ["models", "create", "m", "--pi0", "0.1", "--label-missingness", "none", *common]

@@ -114,7 +114,9 @@ def test_a_500_leaves_the_connection_usable(
 def test_a_request_past_its_deadline_gets_503_and_the_connection_stays(
     serve: Callable[..., httpx.Client], sqlite_url: str
 ) -> None:
-    client = serve(sqlite_url, request_deadline_seconds=0.5, database_retry_after_seconds=3)
+    # 2 s: /test/peer must answer within it too, in a process that may be busy (a 0.5 s
+    # deadline 503'd it once in a full run)
+    client = serve(sqlite_url, request_deadline_seconds=2.0, database_retry_after_seconds=3)
     before = _peer(client)
     r = client.get("/test/stall")
     assert r.status_code == 503

@@ -113,7 +113,7 @@ def test_cli_asks_for_every_segment(data: Populated, monkeypatch: pytest.MonkeyP
         sent.append(kwargs["params"])
         return data.client.request(method, url.removeprefix("http://svc"), **kwargs)
 
-    monkeypatch.setattr("app.cli.service.httpx.request", request)
+    monkeypatch.setattr("httpx.request", request)  # the CLI imports httpx on its first call
     window = ["--from", iso(data.day), "--to", iso(data.hour(48))]
     token = data.read["Authorization"].removeprefix("Bearer ")
     args = ["sla", MODEL, "--url", "http://svc", "--token", token, *window]
