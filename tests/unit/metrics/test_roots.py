@@ -73,3 +73,10 @@ def test_brentq_refuses_what_scipy_refuses() -> None:
     with pytest.raises(RuntimeError, match="converge"):
         brentq(lambda x: x - 0.3, -1.0, 1.0, maxiter=2)
     assert brentq(lambda x: x, 0.0, 1.0) == 0.0
+    with pytest.raises(ValueError, match="maxiter"):
+        brentq(lambda x: x, -1.0, 1.0, maxiter=-1)
+
+
+def test_a_root_at_either_end_is_returned_as_scipy_returns_it() -> None:
+    for a, b in ((0.0, 1.0), (-1.0, 0.0)):
+        assert brentq(lambda x: x, a, b) == optimize.brentq(lambda x: x, a, b) == 0.0
