@@ -35,6 +35,7 @@ Run: .venv/bin/python bench/bench_maturity.py [--quick] [--windows 1000] [--seed
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 import numpy as np
 from _common import per_call
@@ -46,7 +47,6 @@ from app.maturity.completion import class_histograms
 from app.maturity.metrics import row_metrics
 from app.maturity.simulation import MaturingWindow, class_rates, deliver_labels
 from app.metrics.binning import default_bin_edges
-from app.metrics.curves import cumulative_counts_from_histograms
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import Tier, compute_window_result
 from app.services.windows.maturity import completed_sums, maturity_document, window_completion
@@ -111,17 +111,8 @@ class Setup:
 
 def stored_window(setup: Setup, w: MaturingWindow) -> WindowSums:
     """``w`` as the service stores it (whole counts)."""
-    pos, neg = w.positives.astype(np.int64), w.negatives.astype(np.int64)
-    curve = cumulative_counts_from_histograms(pos, neg, setup.edges)
-    return WindowSums(
-        n=int(pos.sum() + neg.sum()),
-        positives=int(pos.sum()),
-        hist_positives=pos,
-        hist_negatives=neg,
-        confusion=tuple(curve.confusion_at(t) for t in THRESHOLDS),
-        sums=None,
-        unlabelled=w.unlabelled.astype(np.int64),
-    )
+    stored = WindowSums.from_histograms(w.positives, w.negatives, setup.edges, THRESHOLDS)
+    return replace(stored, unlabelled=w.unlabelled.astype(np.int64))
 
 
 def model_of(setup: Setup, assumption: str) -> ModelConfig:

@@ -14,7 +14,6 @@ from app.drift.histograms import WindowHistograms
 from app.drift.simulation import BinormalStream
 from app.maturity import NoCompletion, complete
 from app.metrics.binning import default_bin_edges
-from app.metrics.curves import cumulative_counts_from_histograms
 from app.services.models.config import ModelConfig
 from app.services.refresh.document import window_document
 from app.services.windows import maturity
@@ -41,17 +40,7 @@ MODEL = ModelConfig(
 
 
 def _sums(pos: np.ndarray, neg: np.ndarray, unlabelled: np.ndarray | None = None) -> WindowSums:
-    pos, neg = pos.astype(np.int64), neg.astype(np.int64)
-    curve = cumulative_counts_from_histograms(pos, neg, EDGES)
-    return WindowSums(
-        n=int(pos.sum() + neg.sum()),
-        positives=int(pos.sum()),
-        hist_positives=pos,
-        hist_negatives=neg,
-        confusion=tuple(curve.confusion_at(t) for t in THRESHOLDS),
-        sums=None,
-        unlabelled=unlabelled,
-    )
+    return replace(WindowSums.from_histograms(pos, neg, EDGES, THRESHOLDS), unlabelled=unlabelled)
 
 
 def _full(h: WindowHistograms) -> WindowSums:
