@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from app.drift.settings import MIN_EXPECTED_COUNT, DriftSettings
 from app.metrics.undefined import to_optional
@@ -129,6 +128,8 @@ def two_proportion_test(
     total = n_r + n_w
     if min(n_r, n_w) * min(pos, neg) / total >= MIN_EXPECTED_COUNT:
         statistic = total * (a * d - b * c) ** 2 / (n_r * n_w * pos * neg)
+        from scipy import special  # on first use: scipy.special is not a start-up import
+
         return "chi2", statistic, float(special.chdtrc(1, statistic))  # chi-square upper tail
     return "fisher", None, fisher_exact_p_value(a, b, c, d)
 

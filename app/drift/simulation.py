@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from app.drift.histograms import FloatArray, WindowHistograms
 from app.errors import InvalidInput
@@ -41,6 +40,8 @@ def binormal_bin_probabilities(edges: FloatArray, mu: float, sd: float = 1.0) ->
         raise InvalidInput("sd", f"is {sd!r}, must be > 0")
     with np.errstate(divide="ignore"):
         z = np.log(edges) - np.log1p(-edges)
+    from scipy import special  # on first use: scipy.special is not a start-up import
+
     cdf = special.ndtr((z - mu) / sd)  # scipy.stats.norm.cdf(z, mu, sd), same values
     p = np.diff(cdf)
     return np.asarray(p / p.sum(), dtype=np.float64)

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from app.drift.histograms import FloatArray
 
@@ -98,6 +97,8 @@ def chi_square_homogeneity(reference: FloatArray, window: FloatArray) -> tuple[f
     if df == 0:
         return 0.0, 0, 1.0
     statistic = float(n_r * n_w * np.sum((r / n_r - w / n_w) ** 2 / (r + w)))
+    from scipy import special  # on first use: scipy.special is not a start-up import
+
     return statistic, df, float(special.chdtrc(df, statistic))  # chi-square upper tail
 
 
@@ -146,6 +147,8 @@ def rank_sum_test(
     if variance <= 0.0:
         return 0.0, 1.0, 0.5
     z = (u - 0.5 * n_r * n_w) / math.sqrt(variance)
+    from scipy import special  # on first use: scipy.special is not a start-up import
+
     return z, float(2.0 * special.ndtr(-abs(z))), u / (n_r * n_w)  # two normal tails
 
 

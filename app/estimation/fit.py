@@ -26,7 +26,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 from app.drift.histograms import FloatArray
 from app.estimation.sampling import GroupedSampling
@@ -82,4 +81,6 @@ def mixture_fit_test(counts: FloatArray, sampling: GroupedSampling) -> MixtureFi
     cov += scale * (np.outer(q1, q1) + np.outer(q2, q2))
     statistic = float(residual @ np.linalg.solve(cov, residual))
     # chi2.sf's own kernel, without scipy.stats' per-call argument handling (a tenth of a ms)
+    from scipy import special  # on first use: scipy.special is not a start-up import
+
     return MixtureFitTest(statistic, df, float(special.chdtrc(df, statistic)))

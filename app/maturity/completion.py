@@ -33,7 +33,6 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from app.drift.histograms import FloatArray
 from app.drift.two_sample import coarsen, quantile_bin_starts
@@ -460,6 +459,8 @@ def _complete_class(
     counts = classes.grouped(v)
     share = class_share(classes, counts)
     sampling, spread = class_spread(classes, share, total)
+    from scipy import special  # on first use: scipy.special is not a start-up import
+
     half = float(special.ndtri((1.0 + level) / 2.0)) * spread
     labelled = n_pos + n_neg
     whole = labelled + total
@@ -545,6 +546,8 @@ def _score_prior_half_width(
     r = (share * n_share + 0.5) / (n_share + 1.0)
     spread = r * (1.0 - r)
     variance = float(np.sum(v_g * v_g * spread / n_share + v_g * spread))
+    from scipy import special  # on first use: scipy.special is not a start-up import
+
     return float(special.ndtri((1.0 + level) / 2.0)) * math.sqrt(variance)
 
 

@@ -69,7 +69,6 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy import special
 
 from app.metrics.areas import average_precision_from_counts
 from app.metrics.labeling import Array
@@ -196,6 +195,8 @@ def calibrated_auc_pr_interval(
     """
     pos, neg = _descending(positives, negatives)
     a = check_probability("pi0", pi0)
+    from scipy import special  # on first use: scipy.special is not a start-up import
+
     z = float(special.ndtri((1.0 + check_probability("level", level)) / 2.0))
     n_pos, n_neg = float(pos.sum()), float(neg.sum())
     if n_pos == 0.0 or n_neg == 0.0:
@@ -291,5 +292,7 @@ def ks_interval(positives: Any, negatives: Any, level: float = 0.95) -> AreaInte
     ks, t, f = float(tpr[k] - fpr[k]), float(tpr[k]), float(fpr[k])
     se = math.sqrt(t * (1.0 - t) / n_pos + f * (1.0 - f) / n_neg)
     low = ks - dkw_sum_quantile(1.0 - tail, n_pos, n_neg)
+    from scipy import special  # on first use: scipy.special is not a start-up import
+
     high = ks - float(special.ndtri(tail)) * se
     return AreaInterval(max(low, 0.0), min(high, 1.0))

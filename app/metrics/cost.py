@@ -29,7 +29,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import betainc, betaincc, betaincinv, expit
 
 from app.errors import InvalidInput
 from app.metrics.labeling import Array, ArrayLike, accuracy
@@ -256,6 +255,9 @@ def _expected_positive_share(positives: float, negatives: float, a: float, b: fl
     agrees where scipy's hyp2f1 is finite; it returns nan for large a, b near
     the branch point, hence the integral.)
     """
+    # on first use: scipy.special is not a start-up import
+    from scipy.special import betainc, betaincc, betaincinv, expit
+
     shift = math.log(negatives) - math.log(positives)
 
     def exceed(v: float) -> float:

@@ -69,7 +69,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import numpy as np
-from scipy import special
 
 from app.errors import InvalidInput
 from app.metrics.area_intervals import calibrated_auc_pr_interval, ks_interval
@@ -414,6 +413,8 @@ def rate_interval(successes: float, trials: float, level: float = 0.95) -> Inter
     tails = np.array([[(1.0 - lvl) / 2.0], [(1.0 + lvl) / 2.0]])
     # column 0 Jeffreys, column 1 uniform prior: one elementwise call for both
     # betaincinv is scipy.stats.beta.ppf without the scipy.stats import (same values)
+    from scipy import special  # on first use: scipy.special is not a start-up import
+
     ends = special.betaincinv([x + JEFFREYS, x + 1.0], [n - x + JEFFREYS, n - x + 1.0], tails)
     low, high = float(ends[0, 0]), float(ends[1, 0])
     uniform = ends[:, 1]
@@ -651,6 +652,8 @@ def _bca_levels(
         defined.size
     )
     share = min(max(below, 1.0 / (defined.size + 1)), defined.size / (defined.size + 1))
+    from scipy import special  # on first use: scipy.special is not a start-up import
+
     z0 = float(special.ndtri(share))
     values, weights = values[keep], weights[keep]
     d = np.average(values, weights=weights) - values

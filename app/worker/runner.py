@@ -61,8 +61,9 @@ def build_loop(
 
 
 def warm_up(ops_node_dir: str = "") -> None:
-    """Build the process's prior-free OPS reference before the first claim (see
-    WorkerSettings); with ``ops_node_dir``, its AUC-PR and lift nodes are kept there
+    """Build the process's OPS reference curves and what a summary reads of them
+    before the first claim (see WorkerSettings, ``ScoringReference.warm_up``); with
+    ``ops_node_dir``, its AUC-PR and lift nodes are kept there
     (:mod:`app.worker.node_store`)."""
     from app.metrics.ops_scoring import scoring_reference
 

@@ -94,8 +94,8 @@ class WorkerSettings(BaseSettings):
     )
     warm_up: bool = Field(
         default=True,
-        description="build the OPS reference curves and their prior-free tables before the "
-        "first claim, so that no lease is spent on one-off start-up work",
+        description="build the OPS reference curves and the prior-free table a summary reads "
+        "before the first claim, so that no lease is spent on one-off start-up work",
     )
 
     @model_validator(mode="after")

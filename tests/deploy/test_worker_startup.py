@@ -1,8 +1,10 @@
 """A worker's start-up (docs/worker.md) in a fresh process (deploy tier).
 
-The warm-up builds the prior-free OPS reference only: nodes depend on the
-priors of the windows, unknown at start; scipy.stats, scipy.optimize and
-scipy.integrate stay unimported (only some windows need them, on first use).
+The warm-up builds the OPS reference curves and the sorted ROC-AUC values a
+summary reads, no more: nodes depend on the priors of the windows, unknown at
+start, and the detail's OPRC tables wait for the first detail; scipy (special,
+stats, optimize, integrate) stays unimported (only some windows need it, on
+first use).
 """
 
 from __future__ import annotations
@@ -10,15 +12,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from app.metrics.ops_scoring import CURVE_POINTS
-
 STARTUP = (
     "import sys\n"
     "from app.metrics.ops_scoring import scoring_reference\n"
     "from app.worker.runner import warm_up\n"
     "warm_up()\n"
     "ref = scoring_reference()\n"
-    "lazy = ('scipy.stats', 'scipy.optimize', 'scipy.integrate')\n"
+    "lazy = ('scipy',)\n"
     "print(sorted(m for m in sys.modules if m.startswith(lazy)))\n"
     "print(sorted(ref._sorted), len(ref._alpha_sorted), len(ref._nodes))\n"
 )
@@ -31,12 +31,12 @@ def _start_up() -> list[str]:
     return result.stdout.splitlines()
 
 
-def test_worker_start_up_leaves_scipy_stats_optimize_and_integrate_unimported() -> None:
+def test_worker_start_up_leaves_scipy_unimported() -> None:
     assert _start_up()[0] == "[]"
 
 
-def test_worker_warm_up_builds_the_prior_free_reference_only() -> None:
-    assert _start_up()[1] == f"['auc_roc', 'ks'] {CURVE_POINTS} 0"
+def test_worker_warm_up_builds_what_a_summary_reads_only() -> None:
+    assert _start_up()[1] == "['auc_roc'] 0 0"
 
 
 COMMAND_IMPORTS = (
@@ -44,12 +44,13 @@ COMMAND_IMPORTS = (
     "import app.cli\n"
     "from app.cli.startup import load_settings, load_worker_settings, prepare_schema_or_exit\n"
     "import app.db.migrate, app.worker.runner\n"
-    "print(sorted(m for m in sys.modules if m.startswith(('httpx', 'priorwatch_client'))))\n"
+    "lazy = ('httpx', 'priorwatch_client', 'scipy')\n"
+    "print(sorted(m for m in sys.modules if m.startswith(lazy)))\n"
 )
 """What ``priorwatch worker`` imports before its first claim (app/cli/__init__.py)."""
 
 
-def test_the_worker_command_starts_without_the_http_client() -> None:
+def test_the_worker_command_starts_without_the_http_client_or_scipy() -> None:
     result = subprocess.run(
         [sys.executable, "-c", COMMAND_IMPORTS], capture_output=True, text=True, check=True
     )

@@ -4,6 +4,7 @@ computations, interpolation error against exact evaluation, the paper's values."
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -385,3 +386,22 @@ def test_the_ops_of_several_pairs_reject_bad_input(
     with pytest.raises(InvalidInput) as err:
         outperformance_scores("mcc", values, priors)
     assert err.value.field == field
+
+
+def test_a_node_store_is_asked_for_each_node_and_its_bytes_are_used() -> None:
+    """With a store (app/worker/node_store.py), each node comes from ``store.node``,
+    which is handed the builder; the values are those built in memory."""
+    curves = sample_dbt(200, 4, np.random.default_rng(9))
+    asked: list[tuple[str, int]] = []
+
+    class Store:
+        def node(self, area: str, index: int, build: Callable[[], np.ndarray]) -> np.ndarray:
+            asked.append((area, index))
+            return build()
+
+    stored = ScoringReference(curves)
+    stored.store_nodes_in(Store())
+    values = stored.interpolated_values("auc_pr", 0.1)
+    assert len(asked) == 4 and {area for area, _ in asked} == {"auc_pr"}
+    in_memory = ScoringReference(curves).interpolated_values("auc_pr", 0.1)
+    np.testing.assert_array_equal(values, in_memory)

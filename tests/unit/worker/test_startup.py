@@ -17,11 +17,14 @@ from app.metrics.ops_scoring import ScoringReference, recall_grid
 from app.metrics.uncertainty import JEFFREYS, rate_interval
 
 
-def test_reference_warm_up_sorts_the_fprs_of_the_oprc_grid() -> None:
+def test_reference_warm_up_builds_what_a_summary_reads() -> None:
+    """The sorted ROC-AUC values; the detail's OPRC tables and KS wait for their first use."""
     ref = ScoringReference(sample_dbt(50, 3, np.random.default_rng(4)))
     ref.warm_up()
-    assert sorted(ref._alpha_sorted) == recall_grid().tolist()
-    assert not ref._nodes
+    assert sorted(ref._sorted) == ["auc_roc"]
+    assert not ref._alpha_sorted and ref._tpr_shifted is None and not ref._nodes
+    ref.ops_precision_at_recall(0.5, 0.1, float(recall_grid()[3]))
+    assert len(ref._alpha_sorted) == 1
 
 
 def test_rate_interval_ends_are_the_beta_quantiles() -> None:
