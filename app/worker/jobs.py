@@ -130,6 +130,7 @@ class DatabaseJobs:
                 settle_seconds=self.settle_seconds,
                 group_size=self.claim_group_size,
                 models=self.models,
+                references=self.cache,
             )
         return group or None
 

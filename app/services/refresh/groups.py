@@ -171,6 +171,7 @@ def claim_windows(
     settle_seconds: float = 0.0,
     group_size: int = 1,
     models: ModelCache | None = None,
+    references: ReferenceCache | None = None,
 ) -> list[ClaimedWindow]:
     """Claim up to ``group_size`` waiting windows (one transaction); [] when none waits.
 
@@ -179,6 +180,8 @@ def claim_windows(
     A claim of fewer than ``group_size`` windows (the queue was short) marks
     them ``backlog=False``: their refreshes are full. ``models`` keeps the parsed
     models between claims (a worker's :class:`ModelCache`; None: read every time).
+    With ``references``, the group's drift references are read in the claim
+    transaction too (:meth:`ReferenceCache.read_ahead`), for :func:`refresh_group`.
     On SQLite an idle poll only reads: the database write lock is taken only
     when a window is waiting, so an idle worker never makes writers wait.
     """
@@ -217,6 +220,8 @@ def claim_windows(
                 )
                 quarantined.append(q)
         queue.quarantine_deltas(session, quarantined, group[0].claim.claimed_at)
+        if references is not None:
+            references.read_ahead(ReferenceRows(session), (_reference_of(c) for c in group))
         return group
 
 
