@@ -78,7 +78,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import BindParameter
-from sqlalchemy.sql.visitors import replacement_traverse
+from sqlalchemy.sql.visitors import ExternallyTraversible, replacement_traverse
 
 from app.db.models import WA, BatchDelta, Model, QuarantinedDelta, WindowMetrics
 from app.db.session import BINARY_RESULTS
@@ -414,7 +414,7 @@ def _on_database_clock(statement: Update) -> Update:
     ``settle`` and ``expires`` by that plus the parameter ``lease`` (intervals)."""
     replaced = {"now": _CLOCK, "cutoff": _CLOCK - _SETTLE, "expires": _CLOCK + _LEASE}
 
-    def replace(element: Any) -> Any:
+    def replace(element: ExternallyTraversible, **_kw: Any) -> ExternallyTraversible | None:
         if isinstance(element, BindParameter) and element.key in replaced:
             return replaced[element.key]
         return None
@@ -459,11 +459,7 @@ def claim_group(
     if dialect != "postgresql":
         now = database_now(session)
         params |= _claim_params(now, settle_seconds) | {"expires": now + lease}
-    rows = (
-        session.connection()
-        .execute(_claim_statement(group_size > 1, dialect), params)
-        .all()
-    )
+    rows = session.connection().execute(_claim_statement(group_size > 1, dialect), params).all()
     claims = [
         (
             Claim(

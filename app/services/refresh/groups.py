@@ -163,7 +163,6 @@ class ModelCache:
                 yield model_id, model
 
 
-
 def claim_windows(
     session: Session,
     *,
