@@ -449,9 +449,9 @@ def claim_group(
     -------
     list of (Claim, Row)
         In key order (the order completions lock them); each ``window_aggregate``
-        row as claimed (its sums are those of ``claim.version``). Empty when no
-        window is claimable. Read their deltas with :func:`claimed_deltas` in the
-        same transaction.
+        row as claimed (its sums are those of ``claim.version``) with its model's
+        ``updated_at`` as ``model_at``. Empty when no window is claimable. Read
+        their deltas with :func:`claimed_deltas` in the same transaction.
     """
     dialect = session.get_bind().dialect.name
     lease, settle = timedelta(seconds=lease_seconds), timedelta(seconds=settle_seconds)
