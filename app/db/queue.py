@@ -56,6 +56,7 @@ from typing import Any, NamedTuple, cast
 from sqlalchemy import (
     FromClause,
     Integer,
+    Interval,
     Row,
     Select,
     Subquery,
@@ -70,11 +71,14 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    type_coerce,
     union_all,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import BindParameter
+from sqlalchemy.sql.visitors import ExternallyTraversible, replacement_traverse
 
 from app.db.models import WA, BatchDelta, Model, QuarantinedDelta, WindowMetrics
 from app.db.session import BINARY_RESULTS
@@ -355,10 +359,15 @@ def _group_limit(candidates: FromClause) -> Any:
 
 
 @cache
-def _claim_statement(grouped: bool) -> Update:
+def _claim_statement(grouped: bool, dialect: str) -> Update:
     """The claim (built once; the times and the group size are parameters). A claim
     of one window needs no count of the claimable ones; a group's claim reads the
-    candidates once (a common table expression) for the count and the pick."""
+    candidates once (a common table expression) for the count and the pick.
+
+    On PostgreSQL the statement reads the clock itself (:func:`_on_database_clock`):
+    no ``SELECT`` of the time before it. It returns, with each window's row and
+    stored result, the claim's time and its model's ``updated_at`` (the version of
+    the model's settings, :class:`app.services.refresh.groups.ModelCache`)."""
     candidates = _candidates().cte("candidates") if grouped else _candidates().subquery()
     picked = (
         _claimable(candidates, *_KEY)
@@ -375,17 +384,42 @@ def _claim_statement(grouped: bool) -> Update:
             (WindowMetrics.maturity, "stored_maturity"),
         )
     ]
+    model_version = (
+        select(Model.updated_at).where(Model.id == WA.model_id).scalar_subquery().label("model_at")
+    )
     table = _WA_TABLE
-    return (
+    statement = (
         update(table)
         .where(tuple_(*_KEY).in_(picked))
         .values(
             claim_attempt=table.c.claim_attempt + 1,
-            lease_expires_at=bindparam("expires", type_=UTCDateTime()),
+            lease_expires_at=_EXPIRES,
         )
-        .returning(*table.c, *stored)
+        .returning(*table.c, *stored, model_version, _NOW.label("claimed_at"))
         .execution_options(**BINARY_RESULTS)
     )
+    return _on_database_clock(statement) if dialect == "postgresql" else statement
+
+
+_CLOCK = type_coerce(func.statement_timestamp(), UTCDateTime())
+"""The time of the statement on PostgreSQL (as :func:`database_now` reads it)."""
+_EXPIRES = bindparam("expires", type_=UTCDateTime())
+_LEASE = bindparam("lease", type_=Interval())
+_SETTLE = bindparam("settle", type_=Interval())
+
+
+def _on_database_clock(statement: Update) -> Update:
+    """``statement`` with its times read from the database clock: the parameter ``now``
+    replaced by ``statement_timestamp()``, ``cutoff`` by that minus the parameter
+    ``settle`` and ``expires`` by that plus the parameter ``lease`` (intervals)."""
+    replaced = {"now": _CLOCK, "cutoff": _CLOCK - _SETTLE, "expires": _CLOCK + _LEASE}
+
+    def replace(element: ExternallyTraversible, **_kw: Any) -> ExternallyTraversible | None:
+        if isinstance(element, BindParameter) and element.key in replaced:
+            return replaced[element.key]
+        return None
+
+    return cast(Update, replacement_traverse(statement, {}, replace))
 
 
 def claim_group(
@@ -415,20 +449,17 @@ def claim_group(
     -------
     list of (Claim, Row)
         In key order (the order completions lock them); each ``window_aggregate``
-        row as claimed (its sums are those of ``claim.version``). Empty when no
-        window is claimable. Read their deltas with :func:`claimed_deltas` in the
-        same transaction.
+        row as claimed (its sums are those of ``claim.version``) with its model's
+        ``updated_at`` as ``model_at``. Empty when no window is claimable. Read
+        their deltas with :func:`claimed_deltas` in the same transaction.
     """
-    now = database_now(session)
-    expires = now + timedelta(seconds=lease_seconds)
-    rows = (
-        session.connection()
-        .execute(
-            _claim_statement(group_size > 1),
-            _claim_params(now, settle_seconds) | {"expires": expires, "group_size": group_size},
-        )
-        .all()
-    )
+    dialect = session.get_bind().dialect.name
+    lease, settle = timedelta(seconds=lease_seconds), timedelta(seconds=settle_seconds)
+    params: dict[str, Any] = {"group_size": group_size, "lease": lease, "settle": settle}
+    if dialect != "postgresql":
+        now = database_now(session)
+        params |= _claim_params(now, settle_seconds) | {"expires": now + lease}
+    rows = session.connection().execute(_claim_statement(group_size > 1, dialect), params).all()
     claims = [
         (
             Claim(
@@ -437,8 +468,8 @@ def claim_group(
                 window_start=row.window_start,
                 version=int(row.version),
                 attempt=int(row.claim_attempt),
-                claimed_at=now,
-                lease_expires_at=expires,
+                claimed_at=row.claimed_at,
+                lease_expires_at=row.claimed_at + lease,
                 stored_version=None if row.stored_version is None else int(row.stored_version),
                 stored_intervals=row.stored_intervals,
                 stored_maturity=row.stored_maturity,
@@ -564,11 +595,13 @@ _IN_KEYS = tuple_(*_KEY).in_(bindparam("keys", expanding=True))
 
 
 @lru_cache(maxsize=256)
-def _lock_statement(shapes: tuple[RangeShape, ...]) -> Select[Any]:
-    """:func:`lock_claimed`'s statement for dependents of these shapes (built once)."""
-    deltas = select(func.count()).where(_same_window(BD)).scalar_subquery()
+def _lock_statement(shapes: tuple[RangeShape, ...], dialect: str) -> Select[Any]:
+    """:func:`lock_claimed`'s statement for dependents of these shapes (built once);
+    on PostgreSQL each row holds the statement's time too."""
+    deltas = select(func.count()).where(_same_window(BD)).scalar_subquery().label("deltas")
+    clock = [_CLOCK.label("now")] if dialect == "postgresql" else []
     return (
-        select(*_KEY, WA.claim_attempt, WA.version, deltas)
+        select(*_KEY, WA.claim_attempt, WA.version, deltas, *clock)
         .where(or_(_IN_KEYS, *_ranges_conditions(shapes)))
         .order_by(*_KEY)
         .with_for_update(of=WA)
@@ -577,9 +610,11 @@ def _lock_statement(shapes: tuple[RangeShape, ...]) -> Select[Any]:
 
 def lock_claimed(
     session: Session, claims: Sequence[Claim], dependents: Sequence[KeyRange] = ()
-) -> dict[AggregateKey, Held]:
+) -> tuple[dict[AggregateKey, Held], datetime]:
     """Lock the rows of ``claims`` and of ``dependents`` (the windows the completion
-    will mark), all in key order, in one statement; return the claims still held.
+    will mark), all in key order, in one statement; return the claims still held and
+    the database's time (:func:`database_now`; read by the same statement on
+    PostgreSQL when it locked a row).
 
     Every transaction that locks several aggregate rows takes them in key order
     (see also :func:`invalidate_windows`), so completions of concurrent groups
@@ -589,16 +624,18 @@ def lock_claimed(
     """
     shapes, params = _ranges(dependents)
     attempts = {c.key: c.attempt for c in claims}
+    dialect = session.get_bind().dialect.name
     rows = (
         session.connection()
-        .execute(_lock_statement(shapes), params | {"keys": list(attempts)})
+        .execute(_lock_statement(shapes, dialect), params | {"keys": list(attempts)})
         .all()
     )
-    return {
-        (m, s, w): Held(int(version), int(count))
-        for m, s, w, attempt, version, count in rows
-        if attempts.get((m, s, w)) == attempt
+    held = {
+        (row.model_id, row.segment, row.window_start): Held(int(row.version), int(row.deltas))
+        for row in rows
+        if attempts.get((row.model_id, row.segment, row.window_start)) == row.claim_attempt
     }
+    return held, rows[0].now if rows and dialect == "postgresql" else database_now(session)
 
 
 class DoubleFold(RuntimeError):

@@ -28,6 +28,7 @@ from app.db.session import write_transaction
 from app.services.refresh.budget import DetailBudget
 from app.services.refresh.groups import (
     ClaimedWindow,
+    ModelCache,
     Outcome,
     RefreshPolicy,
     claim_windows,
@@ -91,6 +92,7 @@ class DatabaseJobs:
         self.settle_seconds = settle_seconds
         self.claim_group_size = claim_group_size
         self.cache = ReferenceCache(reference_cache_mb * 2**20)
+        self.models = ModelCache()
         self.policy = RefreshPolicy(detail_interval_seconds, DetailBudget(detail_share))
         self.outcomes: dict[Outcome, int] = dict.fromkeys(Outcome, 0)
         self._next_housekeeping = time.monotonic()
@@ -127,6 +129,8 @@ class DatabaseJobs:
                 lease_seconds=self.lease_seconds,
                 settle_seconds=self.settle_seconds,
                 group_size=self.claim_group_size,
+                models=self.models,
+                references=self.cache,
             )
         return group or None
 

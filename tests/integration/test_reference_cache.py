@@ -9,14 +9,14 @@ from datetime import datetime
 import numpy as np
 import pytest
 import sqlalchemy as sa
-from _worker_support import aggregate_rows, post_batch, register_model, window_starts
+from _worker_support import aggregate_rows, metrics_rows, post_batch, register_model, window_starts
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db.models import ALL_SEGMENTS
 from app.db.references import ReferenceRows
 from app.services.models.config import ModelConfig
-from app.services.refresh.groups import claim_windows, refresh_group
+from app.services.refresh.groups import Outcome, claim_windows, refresh_group
 from app.services.windows import reference_cache
 from app.services.windows.reference_cache import ENTRY_BYTES, ReferenceCache
 from app.services.windows.sums import WindowSums
@@ -199,3 +199,63 @@ def test_the_empty_periods_of_a_segment_share_one_entry_of_fixed_size(
     for k in range(4):
         assert _get(cache, factory, model, before + k * window_length(model.window)) is None
     assert (len(cache), cache.nbytes) == (1, ENTRY_BYTES)
+
+
+def test_a_read_ahead_serves_the_next_group_of_the_same_periods_without_a_query(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """What a claim reads ahead (its transaction) serves the run's versions_read of the same
+    periods: no statement, the same sums; a read-ahead of other periods is not used."""
+    model, starts = _fleet(factory, settings, 3)
+    cache = ReferenceCache()
+    periods = [(model.id, ALL_SEGMENTS, start, _next(model, start)) for start in starts[:2]]
+
+    def run(wanted: list[reference_cache.Period]) -> tuple[list[str], list[WindowSums | None]]:
+        with factory() as session:
+            seen = _counting(session)
+            with cache.versions_read(ReferenceRows(session), wanted):
+                got = [cache.get(ReferenceRows(session), *_args(model, p)) for p in wanted]
+        return seen, got
+
+    with factory() as session:
+        cache.read_ahead(ReferenceRows(session), [*periods, None])
+    seen, got = run(periods)
+    assert seen == []
+    for one, start in zip(got, starts[:2], strict=True):
+        _assert_same(one, _summed(factory, model, [start]))
+    with factory() as session:
+        cache.read_ahead(ReferenceRows(session), periods[:1])
+    seen, got = run(periods)  # not the periods read ahead: its own versions (sums cached)
+    assert len(seen) == 1
+    seen, _ = run(periods)  # a read-ahead serves one group only
+    assert len(seen) == 1
+
+
+def _args(
+    model: ModelConfig, period: reference_cache.Period
+) -> tuple[ModelConfig, str, datetime, datetime]:
+    return model, period[1], period[2], period[3]
+
+
+def test_a_reference_folded_after_the_claim_read_it_fences_the_window_out(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """The claim reads the group's references ahead; when a reference window is folded
+    before the group is stored, the window computed on the old reference is fenced out
+    and computed again on the new one."""
+    model, starts = _fleet(factory, settings, 2)
+    rng = np.random.default_rng(9)
+    post_batch(factory, model, settings, at=starts[1], rng=rng, n=40)
+    cache = ReferenceCache()
+    with factory() as session:
+        (claimed,) = claim_windows(session, lease_seconds=60, group_size=1, references=cache)
+    assert claimed.claim.window_start == starts[1]
+    post_batch(factory, model, settings, at=starts[0], rng=rng, n=50)
+    _drain(factory)  # folds the reference window, marks its dependent (claimed) window
+    with factory() as session:
+        assert refresh_group(session, [claimed], cache) == [Outcome.FENCED_OUT]
+    _drain(factory)
+    rows = {r.window_start: r for r in aggregate_rows(factory, model.id)}
+    assert not rows[starts[1]].dirty and rows[starts[1]].version == 2
+    stored = metrics_rows(factory, model.id)[(ALL_SEGMENTS, starts[1])]
+    assert stored.aggregate_version == 2 and stored.status == "fresh"

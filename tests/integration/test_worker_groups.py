@@ -26,10 +26,13 @@ from app.db import queue
 from app.db.models import ALL_SEGMENTS, BatchDelta, WindowAggregate
 from app.db.session import write_transaction
 from app.services.models.config import ModelConfig
+from app.services.models.registry import get_model, update_model
+from app.services.models.settings import ModelUpdate
 from app.services.refresh import groups as window_refresh
 from app.services.refresh.groups import (
     ClaimedWindow,
     Computed,
+    ModelCache,
     Outcome,
     RefreshPolicy,
     claim_windows,
@@ -319,3 +322,38 @@ def test_a_group_stores_full_and_summary_results_side_by_side(
     rows = {r.window_start: r for r in aggregate_rows(factory, model.id)}
     assert rows[closed].detail_due_at is None
     assert rows[current].detail_due_at is not None  # the summary set its due time
+
+
+def test_a_worker_reads_and_parses_a_model_once_per_version_of_its_settings(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """The claims of a worker share its ModelCache: the model row is read by the first
+    claim only, until a settings change (its updated_at moves) makes the next claim
+    read the new settings."""
+    model, _ = _fill(factory, settings, 3)
+    models = ModelCache()
+
+    def claim() -> tuple[ModelConfig, list[str]]:
+        seen: list[str] = []
+
+        def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            seen.append(statement)
+
+        with factory() as session:
+            engine = session.get_bind()
+            sa.event.listen(engine, "before_cursor_execute", record)
+            try:
+                (claimed,) = claim_windows(session, lease_seconds=60, group_size=1, models=models)
+            finally:
+                sa.event.remove(engine, "before_cursor_execute", record)
+        _persist(factory, [Computed(claimed, DUMMY)])
+        return claimed.model, [s for s in seen if "FROM model" in s.split("RETURNING")[0]]
+
+    first, reads = claim()
+    assert len(reads) == 1 and first.pi0 == 0.1
+    second, reads = claim()
+    assert reads == [] and second is first
+    with factory() as session:
+        update_model(session, get_model(session, model.name), ModelUpdate(pi0=0.3), utcnow())
+    third, reads = claim()
+    assert len(reads) == 1 and third.pi0 == 0.3

@@ -35,7 +35,8 @@ import enum
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -124,15 +125,62 @@ class Outcome(enum.Enum):
     """Not computed (the worker is stopping): the window was given back, waiting."""
 
 
+MODEL_CACHE_MODELS = 1_024
+"""Most models a worker's :class:`ModelCache` holds (about 80 MB at 10,000 bins)."""
+
+
+class ModelCache:
+    """The claimed windows' models, parsed once per version of their settings.
+
+    A model's ``updated_at`` moves with every change of its settings (and the change
+    fences out the claims of its windows, :func:`app.db.queue.invalidate_windows`);
+    the claim returns it with each window, so a claim reads the model rows only of
+    the models not cached at that version (one query), and a worker parses a
+    model's settings once, not at every claim. The least recently claimed models
+    are dropped past ``max_models`` (a model holds its bin edges: 80 KB at 10,000
+    bins).
+    """
+
+    def __init__(self, max_models: int = MODEL_CACHE_MODELS) -> None:
+        self.max_models = max_models
+        self._models: OrderedDict[int, ModelConfig] = OrderedDict()
+
+    def of(self, session: Session, versions: Mapping[int, datetime]) -> dict[int, ModelConfig]:
+        """The models of ``versions`` (model id -> ``updated_at`` read by the claim)."""
+        found = {i: m for i, m in self._cached(versions) if m.updated_at == versions[i]}
+        stale = [i for i in versions if i not in found]
+        for row in queue.claimed_models(session, stale) if stale else ():
+            found[row.id] = self._models[row.id] = ModelConfig.from_row(row)
+        while len(self._models) > self.max_models:
+            self._models.popitem(last=False)
+        return found
+
+    def _cached(self, versions: Mapping[int, datetime]) -> Iterator[tuple[int, ModelConfig]]:
+        for model_id in versions:
+            model = self._models.get(model_id)
+            if model is not None:
+                self._models.move_to_end(model_id)
+                yield model_id, model
+
+
 def claim_windows(
-    session: Session, *, lease_seconds: float, settle_seconds: float = 0.0, group_size: int = 1
+    session: Session,
+    *,
+    lease_seconds: float,
+    settle_seconds: float = 0.0,
+    group_size: int = 1,
+    models: ModelCache | None = None,
+    references: ReferenceCache | None = None,
 ) -> list[ClaimedWindow]:
     """Claim up to ``group_size`` waiting windows (one transaction); [] when none waits.
 
     The claim takes at most half of the claimable windows (at least one), so
     that concurrent workers share a short queue; the windows come in key order.
     A claim of fewer than ``group_size`` windows (the queue was short) marks
-    them ``backlog=False``: their refreshes are full.
+    them ``backlog=False``: their refreshes are full. ``models`` keeps the parsed
+    models between claims (a worker's :class:`ModelCache`; None: read every time).
+    With ``references``, the group's drift references are read in the claim
+    transaction too (:meth:`ReferenceCache.read_ahead`), for :func:`refresh_group`.
     On SQLite an idle poll only reads: the database write lock is taken only
     when a window is waiting, so an idle worker never makes writers wait.
     """
@@ -150,12 +198,12 @@ def claim_windows(
         )
         if not claimed:
             return []
-        ids = {claim.model_id for claim, _ in claimed}
-        models = {row.id: ModelConfig.from_row(row) for row in queue.claimed_models(session, ids)}
+        versions = {claim.model_id: row.model_at for claim, row in claimed}
+        configs = (models or ModelCache()).of(session, versions)
         deltas = queue.claimed_deltas(session, [claim for claim, _ in claimed])
         backlog = len(claimed) >= group_size
         group = [
-            _claimed_window(claim, row, models[claim.model_id], deltas[claim.key], backlog)
+            _claimed_window(claim, row, configs[claim.model_id], deltas[claim.key], backlog)
             for claim, row in claimed
         ]
         quarantined = []
@@ -171,6 +219,8 @@ def claim_windows(
                 )
                 quarantined.append(q)
         queue.quarantine_deltas(session, quarantined, group[0].claim.claimed_at)
+        if references is not None:
+            references.read_ahead(ReferenceRows(session), (_reference_of(c) for c in group))
         return group
 
 
@@ -386,8 +436,7 @@ def persist_group(
     }
     completions |= {r.claim.key: queue.Completion(r.claim, release=True) for r in released}
     with write_transaction(session):
-        now = queue.database_now(session)
-        held = queue.lock_claimed(
+        held, now = queue.lock_claimed(
             session, [c.claim for c in completions.values()], [r for _, r in marked]
         )
         queue.complete(session, [c for key, c in completions.items() if key in held])

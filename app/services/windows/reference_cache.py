@@ -39,6 +39,16 @@ Period = tuple[int, str, datetime, datetime]
 """(model id, segment, start, end) of a drift reference period."""
 
 
+_Versions = dict[Period, tuple[tuple[datetime, int], ...]]
+"""The (start, version) of the windows holding data of each period."""
+_Rows = dict[Period, list[Any]]
+"""The rows read of each period."""
+
+
+def _wanted(periods: Iterable[Period | None]) -> list[Period]:
+    return list(dict.fromkeys(p for p in periods if p is not None))
+
+
 class PeriodRows(Protocol):
     """Reads the windows of reference periods, in key order, one statement per call,
     each row with every period that holds it (the periods of a segment may overlap)."""
@@ -76,36 +86,52 @@ class ReferenceCache:
         self.nbytes = 0
         """Bytes held by the entries (:func:`entry_bytes`)."""
         self._entries: OrderedDict[tuple[Any, ...], tuple[_Packed | None, int]] = OrderedDict()
-        self._versions: dict[Period, tuple[tuple[datetime, int], ...]] = {}
-        self._loaded: dict[Period, list[Any]] = {}
+        self._versions: _Versions = {}
+        self._loaded: _Rows = {}
+        self._ahead: tuple[list[Period], _Versions, _Rows] | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def read_ahead(self, read: PeriodRows, periods: Iterable[Period | None]) -> None:
+        """Read what :meth:`versions_read` reads for these periods now, in the caller's
+        transaction (the worker's claim), for the next :meth:`versions_read` of the
+        same periods. Safe to read early: a reference whose window changes after the
+        read gets its dependents marked for recomputation, which fences out their
+        claims (app/db/queue.py)."""
+        wanted = _wanted(periods)
+        self._ahead = (wanted, *self._read(read, wanted))
 
     @contextmanager
     def versions_read(self, read: PeriodRows, periods: Iterable[Period | None]) -> Iterator[None]:
         """Read the window versions of several reference periods in one query, and the
         rows of those whose sums are not cached in one more (up to
         :data:`READ_AHEAD_WINDOWS` windows); inside the block, the first :meth:`get` of
-        each period uses them instead of its own queries."""
-        wanted = list(dict.fromkeys(p for p in periods if p is not None))
-        found: dict[Period, list[tuple[datetime, int]]] = {p: [] for p in wanted}
-        for p, row in read.versions(wanted):
-            found[p].append((row.window_start, int(row.version)))
-        self._versions = {p: tuple(v) for p, v in found.items()}
-        missing = _within(
-            [p for p in wanted if not self._cached(_key(p, self._versions[p]))],
-            self._versions,
-        )
-        loaded: dict[Period, list[Any]] = {p: [] for p in missing}
-        for p, row in read.sums(missing):
-            loaded[p].append(row)
-        self._loaded = loaded
+        each period uses them instead of its own queries. What :meth:`read_ahead`
+        read for the same periods is used instead (no query)."""
+        wanted = _wanted(periods)
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == wanted:
+            self._versions, self._loaded = ahead[1], ahead[2]
+        else:
+            self._versions, self._loaded = self._read(read, wanted)
         try:
             yield
         finally:
             self._versions = {}
             self._loaded = {}
+
+    def _read(self, read: PeriodRows, wanted: list[Period]) -> tuple[_Versions, _Rows]:
+        """The versions of ``wanted`` and the rows of those whose sums are not cached."""
+        found: dict[Period, list[tuple[datetime, int]]] = {p: [] for p in wanted}
+        for p, row in read.versions(wanted):
+            found[p].append((row.window_start, int(row.version)))
+        versions = {p: tuple(v) for p, v in found.items()}
+        missing = _within([p for p in wanted if not self._cached(_key(p, versions[p]))], versions)
+        loaded: _Rows = {p: [] for p in missing}
+        for p, row in read.sums(missing):
+            loaded[p].append(row)
+        return versions, loaded
 
     def _cached(self, key: tuple[Any, ...]) -> bool:
         """A sum of these versions is cached, under any ``label_missingness`` (an entry's
@@ -139,9 +165,7 @@ class ReferenceCache:
         return total
 
 
-def _within(
-    periods: list[Period], versions: dict[Period, tuple[tuple[datetime, int], ...]]
-) -> list[Period]:
+def _within(periods: list[Period], versions: _Versions) -> list[Period]:
     """``periods`` in order, each kept while they hold at most :data:`READ_AHEAD_WINDOWS`
     windows in all (a period that would pass the bound is left out)."""
     kept, windows = [], 0
