@@ -508,15 +508,16 @@ def _insert_admitted_sqlite(
 ) -> bool:
     """:func:`_insert_admitted` on SQLite: ``batch_row`` with ``params``, then, if it
     wrote the row, a delta row per segment, in one write transaction on the driver
-    connection (statements compiled once per process)."""
+    connection (statements compiled once per process, values bound before the
+    writer lock is taken)."""
     row = driver_sql(batch_row, engine.dialect)
     delta = driver_sql(_insert_delta(), engine.dialect)
+    row_values = row.positional(params)
+    delta_values = [delta.positional({**params, "d_segment": s}) for s in segments]
     with as_dbapi_error(), sqlite_write(engine) as driver:
-        if driver.execute(row.sql, row.positional(params)).rowcount != 1:
+        if driver.execute(row.sql, row_values).rowcount != 1:
             return False
-        driver.executemany(
-            delta.sql, [delta.positional({**params, "d_segment": s}) for s in segments]
-        )
+        driver.executemany(delta.sql, delta_values)
         return True
 
 
