@@ -17,6 +17,7 @@ import sqlite3
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,9 @@ def connector(database_url: str) -> tuple[Any, str]:
     )
 
 
-def create_bare_app(database_url: str) -> FastAPI:
+def make_append(database_url: str) -> Callable[[bytes], int]:
+    """The bare endpoint's work on a body: parse, bin, one INSERT; its row count.
+    Creates the table; one connection per calling thread."""
     connect, insert = connector(database_url)
     blob = "blob" if database_url.startswith("sqlite") else "bytea"
     with connect() as conn:
@@ -67,7 +70,6 @@ def create_bare_app(database_url: str) -> FastAPI:
         )
     local = threading.local()
     last_bin = EDGES.size - 2
-    app = FastAPI()
 
     def append(body: bytes) -> int:
         doc = orjson.loads(body)
@@ -89,6 +91,13 @@ def create_bare_app(database_url: str) -> FastAPI:
             ),
         )
         return int(scores.size)
+
+    return append
+
+
+def create_bare_app(database_url: str) -> FastAPI:
+    append = make_append(database_url)
+    app = FastAPI()
 
     @app.post("/append", status_code=202)
     async def bare(request: Request) -> Response:

@@ -15,14 +15,17 @@ one autocommit INSERT per batch.
 * ``--small``: 100-row batches from 8 concurrent clients into one window,
   with a worker folding meanwhile (a ``priorwatch worker`` process on
   PostgreSQL, the embedded worker thread on SQLite), against the bare append
-  endpoint (target >= 0.6) and ``/bench/append``; prints batches/s, the p99
-  latency of a batch, and on PostgreSQL the WAL bytes written per stored
-  batch (``pg_current_wal_lsn`` before and after).
+  endpoint on the same backend (target >= 0.6) and ``/bench/append``; prints
+  batches/s, the p99 latency of a batch, and on PostgreSQL the WAL bytes
+  written per stored batch (``pg_current_wal_lsn`` before and after).
+* ``--backlog``: the ingestion and the bare endpoint's work called directly
+  in one thread (no HTTP, no worker), CPU per 100-row batch as the unfolded
+  backlog grows.
 
 Both on SQLite and on PostgreSQL (skipped if unreachable); large-batch ratio target >= 0.5.
 
 Usage: ``python bench/bench_ingest.py [--rows 100000] [--batches 16] [--backends sqlite,postgres]``
-or ``python bench/bench_ingest.py --small [--batches 400]``.
+or ``python bench/bench_ingest.py --small [--batches 400]`` or ``--backlog [--blocks 5]``.
 Every loop is bounded; the servers are stopped and temporary databases removed.
 """
 
@@ -50,6 +53,7 @@ from _common import (
     batch_body,
     cpu_seconds,
     migrated_postgres_database,
+    model_on,
     wait_drained,
     worker_processes,
 )
@@ -317,9 +321,14 @@ def bench_small(backend: str, rows: int, batches: int, clients: int, rounds: int
     process, ``bare_append.py``), to the in-app ceiling ``/bench/append`` and
     to the ingestion; rates are the best round's, ratios the median of the
     rounds' (the three runs of a round share the machine's state). The CPU
-    time of each server process per batch (median of the rounds) does not
-    depend on what else runs on the machine; on SQLite the service's includes
-    its embedded worker's folds.
+    time of each server process per batch (median of the rounds) depends
+    much less than the rates on what else runs on the machine.
+
+    On SQLite the bare endpoint writes through sqlite3 (the service's
+    pragmas) to the same database file, the issue's "same endpoint on
+    SQLite"; the service runs its embedded worker, whose folds take the same
+    process's CPU and GIL while batches arrive (the bare endpoint has no
+    worker): both its rates and its CPU include them.
     """
     with database(backend) as url:
         if url is None:
@@ -392,11 +401,19 @@ def bench_small(backend: str, rows: int, batches: int, clients: int, rounds: int
             else f"\n    WAL/batch: ingest {wal_ingest / 1e3:.1f} kB, in-app append "
             f"{wal_ceiling / 1e3:.1f} kB (ingest: until the worker has drained the queue)"
         )
+        compared = (
+            "bare append: sqlite3 with the service's pragmas, same database file; the "
+            "service's CPU includes its embedded worker's folds (the bare endpoint folds nothing)"
+            if embedded
+            else "bare append: psycopg in autocommit, same database; the worker is a process "
+            "of its own (its CPU is not counted)"
+        )
         p99_ms = float(np.percentile(latencies, 99)) * 1e3
         bare_ratios = np.array(bares) / np.array(ingests)
         in_app_ratios = np.array(in_apps) / np.array(ingests)
         print(
             f"  {backend:8s} clients={clients}  rows={rows}  ({n} batches x {rounds} rounds)\n"
+            f"    ({compared})\n"
             f"    ingest {n / min(ingests):7.1f} batches/s  p99 {p99_ms:.1f} ms"
             f"   bare append {n / min(bares):7.1f} batches/s   in-app append "
             f"{n / min(in_apps):7.1f} batches/s\n"
@@ -408,6 +425,64 @@ def bench_small(backend: str, rows: int, batches: int, clients: int, rounds: int
             f"{np.median(cpu_bare):.2f} ms   in-app append {np.median(cpu_in_app):.2f} ms   "
             f"(bare / ingest {np.median(cpu_bare) / np.median(cpu_ingest):.2f}){wal}"
         )
+
+
+def bench_backlog(backend: str, rows: int, batches: int, blocks: int) -> None:
+    """The ingestion's CPU per batch as the unfolded backlog grows (no worker).
+
+    The ingestion (app/services/ingest/batch.py) is called directly in one
+    thread, no HTTP, in ``blocks`` blocks of ``batches`` batches into one
+    window, and each block is followed by the same bodies through the bare
+    endpoint's work (``bare_append.make_append``: parse, bin, one INSERT),
+    called the same way. CPU time of this process per batch (on SQLite the
+    database's own work included; on PostgreSQL the server's is not).
+    """
+    from bare_append import make_append
+
+    from app.services.ingest.batch import ingest_batch
+
+    with database(backend) as url:
+        if url is None:
+            return
+        settings, engine, factory, model = model_on(
+            url, {"name": "bench", "pi0": 0.05}, datetime.now(UTC)
+        )
+        append = make_append(url)
+        bodies = [make_body(rows, seed) for seed in range(64)]
+
+        def ingest(body: bytes) -> None:
+            with factory() as session:
+                ingest_batch(
+                    session,
+                    model,
+                    body,
+                    idempotency_key=uuid.uuid4().hex,
+                    settings=settings,
+                    now=datetime.now(UTC),
+                )
+
+        for body in bodies[:8]:  # the window's first batch, caches, connections
+            ingest(body)
+            append(body)
+        print(f"  {backend:8s} rows={rows}, {batches} batches per block, no worker")
+        for _ in range(blocks):
+            waiting = _unfolded_deltas(engine)
+            costs = []
+            for run in (ingest, append):
+                start = time.process_time()
+                for i in range(batches):
+                    run(bodies[i % len(bodies)])
+                costs.append((time.process_time() - start) * 1e3 / batches)
+            print(
+                f"    {waiting:6d} deltas waiting   CPU per batch: ingest {costs[0]:.2f} ms"
+                f"   bare append {costs[1]:.2f} ms   (bare / ingest {costs[1] / costs[0]:.2f})"
+            )
+        engine.dispose()
+
+
+def _unfolded_deltas(engine: sa.Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.text("SELECT count(*) FROM batch_delta")).scalar_one())
 
 
 def main() -> None:
@@ -423,9 +498,25 @@ def main() -> None:
     parser.add_argument("--small", action="store_true", help="100-row batches, 8 clients")
     parser.add_argument("--clients", type=int, default=8, help="clients of --small")
     parser.add_argument("--embedded-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--backlog",
+        action="store_true",
+        help="100-row batches called directly, CPU per batch as the unfolded backlog grows",
+    )
+    parser.add_argument("--blocks", type=int, default=5, help="blocks of --backlog")
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.port, args.embedded_worker)
+        return
+    if args.backlog:
+        rows = 100 if args.rows == 100_000 else args.rows
+        batches = 200 if args.batches == 16 else args.batches
+        print(
+            f"bench_ingest --backlog: {rows} rows per batch, {args.blocks} blocks of "
+            f"{batches} batches into one window, called in one thread (no HTTP), no worker"
+        )
+        for backend in args.backends.split(","):
+            bench_backlog(backend.strip(), rows, batches, args.blocks)
         return
     if args.small:
         args.rounds = args.rounds or 3

@@ -4,11 +4,13 @@
 compiled once per dialect (:func:`driver_sql`) and its values bound as
 SQLAlchemy binds them; a driver error is raised as SQLAlchemy's. The
 admission of a batch (:func:`app.db.queries.read_admission`) reads with it, and
-its one-statement store runs a prepared statement compiled the same way.
+its one-statement store runs a prepared statement compiled the same way (on
+SQLite, statements compiled the same way on a raw sqlite3 connection).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -59,6 +61,14 @@ class DriverSql:
             for name, value in bound.items()
         }
 
+    def positional(self, values: dict[str, Any]) -> tuple[Any, ...]:
+        """The values of :meth:`params` in the order of a positional dialect's
+        placeholders (SQLite's ``?``)."""
+        named = self.params(values)
+        order = self.compiled.positiontup
+        assert order is not None, "a statement compiled for a named paramstyle"
+        return tuple(named[name] for name in order)
+
 
 _DRIVER_SQL: dict[tuple[int, str], DriverSql] = {}
 
@@ -82,9 +92,11 @@ def driver_sql(statement: ClauseElement, dialect: Dialect) -> DriverSql:
 def as_dbapi_error(pooled: PoolProxiedConnection | None = None) -> Iterator[None]:
     """Raise a driver error met outside SQLAlchemy as SQLAlchemy would (``IntegrityError``,
     ``OperationalError``...: what the API's error handlers know). A ``pooled``
-    connection that the error left broken is invalidated (the pool replaces it)."""
+    psycopg connection that the error left broken is invalidated (the pool replaces it)."""
     try:
         yield
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(None, None, exc, sqlite3.Error) from exc
     except psycopg.Error as exc:
         broken = pooled is not None and pooled.driver_connection.closed  # type: ignore[union-attr]
         if broken:

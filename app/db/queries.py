@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session
 
 from app.db.models import ALL_SEGMENTS, ApiKey, Batch, BatchDelta, Model, WindowAggregate
 from app.db.pipeline import Read, as_dbapi_error, driver_sql, read_all
+from app.db.session import sqlite_write
 from app.db.types import UTCDateTime
 
 
@@ -349,23 +350,22 @@ def insert_batch(
 
 
 @functools.cache
-def _insert_admitted_batch(
-    segments: int, with_key: bool, with_model: bool, with_token: bool
+def _admitted_batch_row(
+    segments: int, with_key: bool, with_model: bool, with_token: bool, with_lock: bool = False
 ) -> Insert:
-    """PostgreSQL: :func:`_insert_batch_with_deltas` whose batch row is written only
-    when its admission holds, checked in the same statement (``RETURNING`` the
-    delta rows: none when it does not hold).
+    """``INSERT INTO batch ... SELECT`` the batch row (columns bound as ``b_<column>``)
+    only when its admission holds, checked in the same statement.
 
-    With ``with_key``: the advisory lock ``lock_id`` is taken
-    (``pg_try_advisory_xact_lock``, held until the statement's implicit
-    transaction ends) and no batch holds ``b_idempotency_key``. Every aggregate
-    of the window exists, each counting at most ``room_<i>`` examples (segment
-    ``d_segment_<i>``). With ``with_model``: the model's settings were last
-    updated at ``model_updated_at``; with ``with_token``: the key of
-    ``token_hash`` is not revoked.
+    Every aggregate of the window exists, each counting at most ``room_<i>``
+    examples (segment ``d_segment_<i>``). With ``with_key``: no batch holds
+    ``b_idempotency_key``. With ``with_model``: the model's settings were
+    last updated at ``model_updated_at``; with ``with_token``: the key of
+    ``token_hash`` is not revoked. With ``with_lock`` (PostgreSQL, with the
+    key): the advisory lock ``lock_id`` is taken too
+    (``pg_try_advisory_xact_lock``, held until the transaction ends).
     """
-    batch, delta = Batch.__table__, BatchDelta.__table__
-    assert isinstance(batch, Table) and isinstance(delta, Table)
+    batch = Batch.__table__
+    assert isinstance(batch, Table)
     values = _bound_values(batch, "b_")
     model_id = values["model_id"]
     aggregate = WindowAggregate
@@ -386,8 +386,9 @@ def _insert_admitted_batch(
         .scalar_subquery()
     )
     admitted: list[ColumnElement[bool]] = [rooms == segments]
-    if with_key:
+    if with_lock:
         admitted.append(func.pg_try_advisory_xact_lock(bindparam("lock_id", type_=BigInteger)))
+    if with_key:
         admitted.append(
             ~exists().where(
                 Batch.model_id == model_id, Batch.idempotency_key == values["idempotency_key"]
@@ -405,8 +406,19 @@ def _insert_admitted_batch(
             )
         )
     rows = select(*values.values()).where(*admitted)
-    new_batch = insert(batch).from_select(list(values), rows).returning(batch.c.id).cte("b")
-    return _deltas_of(new_batch, segments).returning(delta.c.batch_id)
+    return insert(batch).from_select(list(values), rows)
+
+
+@functools.cache
+def _insert_admitted_batch(
+    segments: int, with_key: bool, with_model: bool, with_token: bool
+) -> Insert:
+    """PostgreSQL: :func:`_insert_batch_with_deltas` whose batch row is
+    :func:`_admitted_batch_row`'s (with the advisory lock when ``with_key``),
+    ``RETURNING`` the delta rows: none when the admission does not hold."""
+    row = _admitted_batch_row(segments, with_key, with_model, with_token, with_lock=with_key)
+    new_batch = row.returning(Batch.__table__.c.id).cte("b")
+    return _deltas_of(new_batch, segments).returning(BatchDelta.__table__.c.batch_id)
 
 
 @dataclass(frozen=True)
@@ -427,37 +439,44 @@ def _insert_admitted(
     lock_id: int | None,
     credential: CachedCredential | None,
 ) -> bool:
-    """Store ``pending`` in one statement if its admission holds; whether it was stored.
+    """Store ``pending`` if its admission holds, checked as it is written; whether it
+    was stored.
 
-    PostgreSQL: the batch row and its delta in each segment of its rooms (as
-    :func:`insert_batch`), on a pooled connection in autocommit, as a
-    prepared statement: one round trip, the statement's own transaction.
-    Stored only if, in that statement: the advisory lock ``lock_id`` is free
-    and no batch holds the key (when the batch has one), every aggregate of
-    the window exists holding at most its room in examples, and
-    ``credential`` still holds. Raises as SQLAlchemy does (``IntegrityError``
-    when another request stored the key meanwhile; ``OperationalError`` with
-    ``connection_invalidated`` when the connection broke, which is discarded).
+    The batch row and its delta in each segment of its rooms (as
+    :func:`insert_batch`), stored only if no batch holds the key (when the
+    batch has one), every aggregate of the window exists holding at most its
+    room in examples, and ``credential`` still holds
+    (:func:`_admitted_batch_row`). PostgreSQL: on a pooled connection in
+    autocommit, as one prepared statement that also takes the advisory lock
+    ``lock_id``: one round trip, the statement's own transaction. SQLite: on
+    a pooled sqlite3 connection, in one write transaction
+    (:func:`app.db.session.sqlite_write`), the batch row's statement and, if
+    it wrote the row, the deltas'. Raises as SQLAlchemy does
+    (``IntegrityError`` when another request stored the key meanwhile;
+    ``OperationalError`` with ``connection_invalidated`` when a PostgreSQL
+    connection broke, which is discarded).
     """
-    assert isinstance(engine, Engine) and engine.dialect.name == "postgresql"
-    batch, delta, rooms = pending.batch, pending.delta, pending.rooms
-    segments = list(rooms)
-    statement = _insert_admitted_batch(
-        len(segments),
-        lock_id is not None,
+    assert isinstance(engine, Engine)
+    batch, rooms = pending.batch, pending.rooms
+    with_key = batch["idempotency_key"] is not None
+    assert not with_key or lock_id is not None or engine.dialect.name == "sqlite"
+    flags = (
+        len(rooms),
+        with_key,
         credential is not None,
         credential is not None and credential.token_hash is not None,
     )
     params = {f"b_{name}": value for name, value in batch.items()}
-    params.update((f"d_{name}", value) for name, value in delta.items())
-    for i, segment in enumerate(segments):
+    params.update((f"d_{name}", value) for name, value in pending.delta.items())
+    for i, segment in enumerate(rooms):
         params.update({f"d_segment_{i}": segment, f"room_{i}": rooms[segment]})
-    if lock_id is not None:
-        params["lock_id"] = lock_id
     if credential is not None:
         params["model_updated_at"] = credential.model_updated_at
         params["token_hash"] = credential.token_hash
-    compiled = driver_sql(statement, engine.dialect)
+    if engine.dialect.name == "sqlite":
+        return _insert_admitted_sqlite(engine, _admitted_batch_row(*flags), params, list(rooms))
+    params["lock_id"] = lock_id
+    compiled = driver_sql(_insert_admitted_batch(*flags), engine.dialect)
     with as_dbapi_error():  # a server that refuses connections: as SQLAlchemy raises it
         connection = engine.raw_connection()
     try:
@@ -474,6 +493,32 @@ def _insert_admitted(
                     driver.autocommit = False
     finally:
         connection.close()
+
+
+@functools.cache
+def _insert_delta() -> Insert:
+    """``INSERT INTO batch_delta``, every column bound as ``d_<column>``."""
+    delta = BatchDelta.__table__
+    assert isinstance(delta, Table)
+    return insert(delta).values(_bound_values(delta, "d_"))
+
+
+def _insert_admitted_sqlite(
+    engine: Engine, batch_row: Insert, params: dict[str, Any], segments: list[str]
+) -> bool:
+    """:func:`_insert_admitted` on SQLite: ``batch_row`` with ``params``, then, if it
+    wrote the row, a delta row per segment, in one write transaction on the driver
+    connection (statements compiled once per process, values bound before the
+    writer lock is taken)."""
+    row = driver_sql(batch_row, engine.dialect)
+    delta = driver_sql(_insert_delta(), engine.dialect)
+    row_values = row.positional(params)
+    delta_values = [delta.positional({**params, "d_segment": s}) for s in segments]
+    with as_dbapi_error(), sqlite_write(engine) as driver:
+        if driver.execute(row.sql, row_values).rowcount != 1:
+            return False
+        driver.executemany(delta.sql, delta_values)
+        return True
 
 
 @dataclass(frozen=True)
@@ -555,10 +600,10 @@ def read_admission(
     :class:`ExampleTotals`, check ``credential``, count the model's unfolded
     deltas up to ``count_unfolded_up_to`` (each if given).
 
-    ``store`` (PostgreSQL, nothing to count): instead, store that batch in one
-    statement of its own transaction if the lock is free, the key unused, the
-    credential holding and each aggregate of the window there with room for
-    it (:func:`_insert_admitted`); nothing else is read, the answer says only
+    ``store`` (nothing to count): instead, store that batch in a transaction of
+    its own if the lock is free (PostgreSQL), the key unused, the credential
+    holding and each aggregate of the window there with room for it
+    (:func:`_insert_admitted`); nothing else is read, the answer says only
     whether it was ``stored`` (if not, the caller reads in full).
 
     ``model_folded``: the model's folded total, if the caller knows it (a recent

@@ -252,6 +252,36 @@ def _committed(session: Session) -> Iterator[None]:
         raise
 
 
+@contextmanager
+def sqlite_write(engine: Engine) -> Iterator[Any]:
+    """A pooled sqlite3 connection of ``engine`` in a write transaction for the block.
+
+    As :func:`write_transaction` writes, without a session: the process's
+    writer lock and ``BEGIN IMMEDIATE`` are taken, the transaction is
+    committed after the block and rolled back if it raises. For statements
+    run on the driver connection itself (app/db/queries.py), whose values are
+    prepared before: the block should run nothing but the statements. The
+    connection is taken from the pool before the lock and returned after it,
+    so that the lock is held for the statements alone (a thread holding it
+    waits for the GIL after each statement; the less Python it runs there,
+    the less the other writers queue).
+    """
+    pooled = engine.raw_connection()
+    try:
+        driver = pooled.driver_connection
+        assert driver is not None
+        with _sqlite_writer_lock(engine):
+            driver.execute("BEGIN IMMEDIATE")
+            try:
+                yield driver
+            except BaseException:
+                driver.rollback()
+                raise
+            driver.execute("COMMIT")
+    finally:
+        pooled.close()
+
+
 def begin_write(session: Session) -> None:
     """Start ``session``'s transaction as a writer.
 

@@ -1,7 +1,8 @@
-"""PostgreSQL: a batch whose admission can be checked in SQL is stored in one
-statement (app/db/queries.py ``read_admission`` with ``store``); anything
-else takes the full path, which answers as before. Pooled connections that
-the server closed are replaced without a ping (app/db/session.py)."""
+"""A batch whose admission can be checked in SQL is stored at once (app/db/queries.py
+``read_admission`` with ``store``: one statement on PostgreSQL, one write
+transaction on SQLite); anything else takes the full path, which answers as
+before. PostgreSQL: pooled connections that the server closed are replaced
+without a ping (app/db/session.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,6 @@ from app.services.ingest import batch as ingestion
 from app.services.ingest.backpressure import UnfoldedCounts
 from app.services.models.engine_cache import EngineCache
 
-pytestmark = pytest.mark.postgres
-
 
 def _cm(tp: int, segment: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {
@@ -34,7 +33,7 @@ def _cm(tp: int, segment: str | None = None) -> dict[str, Any]:
 
 
 def test_batches_after_the_first_are_stored_at_once_and_counted_once(
-    pg_url: str, api_for: Callable[..., Api], monkeypatch: pytest.MonkeyPatch
+    database_url: str, api_for: Callable[..., Api], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stored: list[bool | None] = []  # per admission: the one statement's outcome, None: a read
     read = queries.read_admission
@@ -50,7 +49,7 @@ def test_batches_after_the_first_are_stored_at_once_and_counted_once(
     for cache in ("MODEL_TOTAL_CACHE", "UNFOLDED_TOTAL_CACHE"):
         monkeypatch.setattr(ingestion, cache, EngineCache(ttl=3600.0))
     monkeypatch.setattr(ingestion, "UNFOLDED_COUNTS", UnfoldedCounts(ttl=3600.0))
-    api = api_for(pg_url)
+    api = api_for(database_url)
     api.create_model("fraud", segments=["eu"])
     token = api.create_key("fraud", ("ingest",))
     first, second, third, fourth = _cm(1), _cm(2, "eu"), _cm(3), _cm(4, "eu")
@@ -61,12 +60,14 @@ def test_batches_after_the_first_are_stored_at_once_and_counted_once(
         api.post_batch("fraud", token, fourth, key="c"),
         api.post_batch("fraud", token, second, key="b"),  # a replay
         api.post_batch("fraud", token, _cm(5), key="b"),  # the key with another body
+        api.post_batch("fraud", token, fourth, key="c"),  # a replay of one stored at once
     ]
-    assert [a.status_code for a in answers] == [202, 202, 202, 202, 202, 422]
-    assert answers[4].headers["Idempotent-Replayed"] == "true"
-    assert answers[4].json() == answers[1].json()
-    assert stored == [None, None, True, True, False, None, False, None]
-    engine = sa.create_engine(pg_url)
+    assert [a.status_code for a in answers] == [202, 202, 202, 202, 202, 422, 202]
+    for replay, first_answer in ((answers[4], answers[1]), (answers[6], answers[3])):
+        assert replay.headers["Idempotent-Replayed"] == "true"
+        assert replay.json() == first_answer.json()
+    assert stored == [None, None, True, True, False, None, False, None, False, None]
+    engine = sa.create_engine(database_url)
     try:
         with engine.connect() as c:
             batches = c.execute(sa.select(Batch.n, Batch.segment).order_by(Batch.n)).all()
@@ -83,6 +84,7 @@ def test_batches_after_the_first_are_stored_at_once_and_counted_once(
     assert sorted(tuple(d) for d in deltas) == sorted(per_aggregate)
 
 
+@pytest.mark.postgres
 def test_a_pooled_connection_the_server_closed_is_replaced_without_an_error(
     pg_url: str,
 ) -> None:

@@ -28,14 +28,18 @@ Order of work for ``POST /v1/models/{name}/batches``:
    aggregate row); the worker folds the deltas into the aggregates later
    (app/services/refresh/groups.py).
 
-On PostgreSQL, while this process's totals of the window and the model and
-its tally of the unfolded deltas are fresh (all but about one batch a
-second per window), steps 2-4 are one prepared statement in autocommit,
-one round trip (:func:`_store_at_once`): it takes the advisory lock, finds
-no batch with the key, checks the cached authorisation and that every
-aggregate of the window exists with room for the batch, and inserts the
-batch row and its deltas, or writes nothing; then (a replay, a key in
-flight, the window's first batch...) the full path below decides. Otherwise
+While this process's totals of the window and the model and its tally of
+the unfolded deltas are fresh (all but about one batch a second per
+window), steps 2-4 are one statement that checks every admission condition
+as it writes (:func:`_store_at_once`): it finds no batch with the key,
+checks the cached authorisation and that every aggregate of the window
+exists with room for the batch, and inserts the batch row and its deltas,
+or writes nothing; then (a replay, a key in flight, the window's first
+batch...) the full path below decides. On PostgreSQL it is one prepared
+statement in autocommit, one round trip, that also takes the key's advisory
+lock; on SQLite the key is held in this process's registry and the
+statement, then the deltas' insert, run in one write transaction on a
+sqlite3 connection (no session, no reads before). Otherwise
 steps 2-4 share one transaction (the advisory lock of step 2 lives until
 the commit), step 3 is one pipelined round trip and the inserts of step 4
 one statement; on SQLite the write transaction of step 4 starts with BEGIN
@@ -59,7 +63,7 @@ from app.config import Settings
 from app.db import queries
 from app.db.models import ALL_SEGMENTS
 from app.db.session import write_transaction
-from app.errors import InvalidInput, MalformedBody, ModelNotFound
+from app.errors import InvalidInput, MalformedBody, ModelNotFound, RequestInFlight
 from app.services.ingest import idempotency
 from app.services.ingest.backpressure import UNFOLDED_COUNTS
 from app.services.ingest.parse import ParsedBatch, parse_batch
@@ -261,13 +265,15 @@ def _store_at_once(
     model_folded: float | None,
     unfolded: queries.UnfoldedTotals | None,
 ) -> bool:
-    """Store the batch in one statement if every admission check can ride in it;
-    whether it was stored (False: nothing was written, the full path decides).
+    """Store the batch in one statement (on SQLite one write transaction of two) if
+    every admission check can ride in it; whether it was stored (False: nothing
+    was written, the full path decides).
 
-    PostgreSQL only, and only while this process's reads of the model's totals
-    and unfolded deltas are fresh (``model_folded``, ``unfolded`` not None; the
-    caller checks its tally of the unfolded deltas): the statement then checks
-    the key (advisory lock, no stored batch), that each aggregate of the window
+    Only while this process's reads of the model's totals and unfolded
+    deltas are fresh (``model_folded``, ``unfolded`` not None; the caller
+    checks its tally of the unfolded deltas): the statement then checks the
+    key (on PostgreSQL its advisory lock, on SQLite this process's registry
+    of keys in flight; no stored batch), that each aggregate of the window
     exists with room for the batch (``window_room``), and ``credential``
     (app/db/queries.py ``read_admission`` with ``store``). The model ceiling
     is checked here, on the cached totals. Anything unusual (the window's
@@ -276,9 +282,7 @@ def _store_at_once(
     retry) is left to the full path, which answers as before.
     """
     engine = session.get_bind()
-    if not isinstance(engine, Engine) or engine.dialect.name != "postgresql":
-        return False
-    if model_folded is None or unfolded is None:
+    if not isinstance(engine, Engine) or model_folded is None or unfolded is None:
         return False
     added = rows.batch["n"] + rows.batch["unlabelled"]
     segments = rows.window.segments
@@ -286,17 +290,20 @@ def _store_at_once(
     if min(rooms.values()) < 0 or not model_has_room(added, model_folded + unfolded.model):
         return False
     try:
-        return queries.read_admission(
-            session,
-            model.id,
-            lock_id=None if key is None else idempotency.advisory_lock_id(model.id, key),
-            key=key,
-            window=rows.window,
-            credential=credential,
-            model_folded=model_folded,
-            unfolded=unfolded,
-            store=queries.PendingBatch(rows.batch, rows.delta, rooms),
-        ).stored
+        with idempotency.held_in_process(engine, model.id, key):
+            return queries.read_admission(
+                session,
+                model.id,
+                lock_id=None if key is None else idempotency.advisory_lock_id(model.id, key),
+                key=key,
+                window=rows.window,
+                credential=credential,
+                model_folded=model_folded,
+                unfolded=unfolded,
+                store=queries.PendingBatch(rows.batch, rows.delta, rooms),
+            ).stored
+    except RequestInFlight:
+        return False  # the full path answers 409
     except DBAPIError as exc:
         if exc.connection_invalidated and key is not None:
             return False  # a replay if it was stored: the full path tells

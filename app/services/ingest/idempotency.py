@@ -22,9 +22,10 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from app.db import queries
@@ -90,6 +91,15 @@ IN_FLIGHT = InFlightRegistry()
 """The process's registry of in-flight keys (used on SQLite)."""
 
 
+def held_in_process(engine: Engine, model_id: int, key: str | None) -> AbstractContextManager[None]:
+    """On SQLite, (model, key) held in :data:`IN_FLIGHT` for the block
+    (:class:`RequestInFlight` if it is already); otherwise nothing (PostgreSQL
+    holds keys with advisory locks, in the statements)."""
+    if key is None or engine.dialect.name != "sqlite":
+        return nullcontext()
+    return IN_FLIGHT.hold(str(engine.url), model_id, key)
+
+
 @contextmanager
 def in_flight_guard(
     session: Session,
@@ -135,7 +145,7 @@ def in_flight_guard(
             raise RequestInFlight(f"a request with {HEADER} {key!r} is still being processed")
         yield admission
         return
-    with IN_FLIGHT.hold(str(bind.engine.url), model_id, key) if key is not None else nullcontext():
+    with held_in_process(bind.engine, model_id, key):
         admission = queries.read_admission(session, model_id, **reads)
         _check_credential(admission)
         yield admission
