@@ -1,12 +1,16 @@
 """Which window series a scrape writes: the compact default, the full set, or a choice.
 
-The compact exposition keeps, of each family labelled by ``metric``, only the
-metric names the shipped dashboard (deploy/grafana/dashboards) and rules
-(deploy/prometheus/rules) read; every other family is always written in
-full. tests/unit/exporter/test_exposition.py parses every PromQL expression
-of both and checks that each series they select is kept, so the default never
-drops a used series. docs/reading.md gives the series count per window of
-each choice.
+The compact exposition keeps, of each family trimmed by its last label
+(``metric``; ``kind`` for the drift streak), only the values the shipped
+dashboard (deploy/grafana/dashboards) and rules (deploy/prometheus/rules)
+read; every other family is always written in full. A metric that PromQL
+derives exactly from kept series is left out too: the raw ``precision``,
+``f1``, ``mcc``, ``balanced_accuracy`` and ``prior`` follow from ``recall``,
+``specificity`` and the class counts (``priorwatch_window_examples``), and
+the dashboard computes them so (docs/reading.md, "Derived in PromQL").
+tests/unit/exporter/test_exposition.py parses every PromQL expression of both
+and checks that each series they select is kept, so the default never drops a
+used series. docs/reading.md gives the series count per window of each choice.
 """
 
 from __future__ import annotations
@@ -22,12 +26,10 @@ _CALIBRATED = ("f1", "precision", "auc_pr", "mcc")
 COMPACT_METRICS: Mapping[str, frozenset[str]] = {
     names.WINDOW_METRIC: frozenset(
         {
-            "prior",
             "recall",
             "specificity",
-            "balanced_accuracy",
             "weighted_accuracy",
-            *_CALIBRATED,
+            "auc_pr",
             *(f"calibrated_{m}" for m in _CALIBRATED),
             *(f"ops_{m}" for m in _CALIBRATED),
         }
@@ -39,9 +41,11 @@ COMPACT_METRICS: Mapping[str, frozenset[str]] = {
     names.WINDOW_ESTIMATE_UPPER: frozenset({"prior"}),
     names.ESTIMATE_ERROR: frozenset({"prior", "precision", "f1", "auc_pr"}),
     names.WINDOW_COMPLETED: frozenset({"prior", "precision", "f1"}),
+    names.DRIFT_STREAK: frozenset({"likelihood"}),
 }
-"""Per family labelled by ``metric`` (the last label), the names the compact exposition
-keeps; the families not listed here are always written whole."""
+"""Per trimmed family, the values of its last label (``metric``; ``kind`` for
+the drift streak) that the compact exposition keeps; the families not listed
+here are always written whole."""
 
 
 @dataclass(frozen=True)
@@ -83,16 +87,16 @@ class Exposition:
         return cls(frozenset(value).intersection(COMPACT_METRICS))
 
     def kept(self, family: str) -> frozenset[str] | None:
-        """The ``metric`` values of ``family`` written (None: every one)."""
+        """The last-label values of ``family`` written (None: every one)."""
         return None if family in self.full else COMPACT_METRICS.get(family)
 
-    def keeps(self, family: str, metric: str) -> bool:
-        """Whether the sample of ``family`` whose last label is ``metric`` is written."""
+    def keeps(self, family: str, value: str) -> bool:
+        """Whether the sample of ``family`` whose last label is ``value`` is written."""
         allowed = self.kept(family)
-        return allowed is None or metric in allowed
+        return allowed is None or value in allowed
 
     def select(self, samples: Series) -> Series:
-        """``samples`` without the ``metric`` values the exposition leaves out (pure)."""
+        """``samples`` without the last-label values the exposition leaves out (pure)."""
         return select_by_model(samples, lambda _model: self)
 
 
@@ -111,7 +115,7 @@ def select_by_model(samples: Series, exposition_of: Callable[[str], Exposition])
 
 
 COMPACT = Exposition()
-"""The default: every family, the ``metric``-labelled ones compact."""
+"""The default: every family, the trimmed ones compact."""
 
 FULL = Exposition(frozenset(COMPACT_METRICS))
 """Every series of every family."""

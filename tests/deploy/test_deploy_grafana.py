@@ -52,12 +52,21 @@ def _variables() -> dict[str, dict[str, Any]]:
     return {v["name"]: v for v in DASHBOARD["templating"]["list"]}
 
 
+DERIVED = ("prior", "precision", "f1", "mcc", "balanced_accuracy")
+"""Metrics the dashboard derives from recall, specificity and the class counts (the
+compact exposition leaves them out); a target that derives one names it in its legend."""
+
+
 def _selected_metrics(panel: dict[str, Any]) -> set[str]:
-    """Values of the ``metric`` label the panel's queries select (= and =~ alternatives)."""
+    """Values of the ``metric`` label the panel's queries select (= and =~ alternatives),
+    and the metrics its queries derive from the class counts (named in their legends)."""
     found: set[str] = set()
     for target in panel["targets"]:
         for op, value in re.findall(r'\bmetric(=~?)"([^"]*)"', target["expr"]):
             found.update(value.split("|") if op == "=~" else [value])
+        if "priorwatch_window_examples" in target["expr"]:
+            legend = re.findall(r"\w+", target["legendFormat"].replace("π", "prior"))
+            found.update(name for name in DERIVED if name in legend)
     return found
 
 
