@@ -3,11 +3,14 @@
 The compact exposition keeps, of each family trimmed by its last label
 (``metric``; ``kind`` for the drift streak), only the values the shipped
 dashboard (deploy/grafana/dashboards) and rules (deploy/prometheus/rules)
-read; every other family is always written in full. A metric that PromQL
-derives exactly from kept series is left out too: the raw ``precision``,
-``f1``, ``mcc``, ``balanced_accuracy`` and ``prior`` follow from ``recall``,
-``specificity`` and the class counts (``priorwatch_window_examples``), and
-the dashboard computes them so (docs/reading.md, "Derived in PromQL").
+read; every other family is always written in full. Two more choices keep it
+small: ``balanced_accuracy`` is left out, since it is exactly
+(``recall`` + ``specificity``) / 2 of the same stored window and the dashboard
+computes it so (docs/reading.md, "Derived in PromQL"); and the interval bounds
+are kept for ``calibrated_precision`` and ``calibrated_f1`` only (the
+dashboard draws no band for calibrated MCC and AUC-PR). The raw ``prior``,
+``precision``, ``f1`` and ``mcc`` stay: they are the raw side of the "raw vs
+prior-invariant" panels and what a query of one's own expects to find.
 tests/unit/exporter/test_exposition.py parses every PromQL expression of both
 and checks that each series they select is kept, so the default never drops a
 used series. docs/reading.md gives the series count per window of each choice.
@@ -22,20 +25,23 @@ from app.exporter import names
 from app.exporter.text import Series
 
 _CALIBRATED = ("f1", "precision", "auc_pr", "mcc")
+_BANDED = ("f1", "precision")
+"""The calibrated metrics whose interval bounds the compact exposition writes."""
 
 COMPACT_METRICS: Mapping[str, frozenset[str]] = {
     names.WINDOW_METRIC: frozenset(
         {
+            "prior",
             "recall",
             "specificity",
             "weighted_accuracy",
-            "auc_pr",
+            *_CALIBRATED,
             *(f"calibrated_{m}" for m in _CALIBRATED),
             *(f"ops_{m}" for m in _CALIBRATED),
         }
     ),
-    names.WINDOW_METRIC_LOWER: frozenset(f"calibrated_{m}" for m in _CALIBRATED),
-    names.WINDOW_METRIC_UPPER: frozenset(f"calibrated_{m}" for m in _CALIBRATED),
+    names.WINDOW_METRIC_LOWER: frozenset(f"calibrated_{m}" for m in _BANDED),
+    names.WINDOW_METRIC_UPPER: frozenset(f"calibrated_{m}" for m in _BANDED),
     names.WINDOW_ESTIMATE: frozenset({"prior", "precision", "f1"}),
     names.WINDOW_ESTIMATE_LOWER: frozenset({"prior"}),
     names.WINDOW_ESTIMATE_UPPER: frozenset({"prior"}),

@@ -367,26 +367,25 @@ def _check_dashboard_queries(prom: httpx.Client, processes: Processes) -> None:
         pytest.fail(f"dashboard queries without data: {empty}\n{failed}")
 
 
-DERIVED = ("prior", "precision", "f1", "mcc", "balanced_accuracy")
-"""Metrics the compact exposition leaves out and the dashboard derives from ``recall``,
-``specificity`` and the class counts (docs/reading.md, "Derived in PromQL")."""
+DERIVED = ("balanced_accuracy",)
+"""Metrics the compact exposition leaves out and the dashboard derives from ``recall``
+and ``specificity`` (docs/reading.md, "Derived in PromQL")."""
 
 
 def _derived_targets() -> list[tuple[str, str]]:
     """(metric, expr) of every dashboard target deriving a metric of :data:`DERIVED`:
-    named in its legend (``{{segment}} f1 (raw)``, ``{{segment}} π labelled``), not
-    selected, from the labelled window's series only."""
+    named in its legend (``{{segment}} balanced_accuracy``), not selected, from the
+    labelled window's metrics only."""
     out: list[tuple[str, str]] = []
-    labelled = {"priorwatch_window_metric", "priorwatch_window_examples"}
 
     def walk(panels: list[dict[str, Any]]) -> None:
         for panel in panels:
             for target in panel.get("targets", []):
                 expr = target["expr"]
-                if not set(re.findall(r"priorwatch_\w+", expr)) <= labelled:
+                if set(re.findall(r"priorwatch_\w+", expr)) != {"priorwatch_window_metric"}:
                     continue
                 selected = re.findall(r'metric=~?"([^"]*)"', expr)
-                words = re.findall(r"\w+", target["legendFormat"].replace("π", "prior"))
+                words = re.findall(r"\w+", target["legendFormat"])
                 out.extend(
                     (name, expr)
                     for name in DERIVED

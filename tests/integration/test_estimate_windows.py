@@ -272,8 +272,8 @@ def test_exposition_keeps_labelled_gauges_on_the_latest_labelled_window(api: Api
     end5, end7 = (DAY + timedelta(hours=6)).timestamp(), (DAY + timedelta(hours=8)).timestamp()
     # labelled gauges: the latest window with labels (hour 5), not the unlabelled hour 7
     assert _get(s, "priorwatch_window_end_timestamp_seconds", **eu) == end5
-    assert _get(s, "priorwatch_window_metric", **eu, metric="recall") == pytest.approx(
-        w5["metrics"]["recall"], rel=1e-15
+    assert _get(s, "priorwatch_window_metric", **eu, metric="precision") == pytest.approx(
+        w5["metrics"]["precision"], rel=1e-15
     )
     # a window of unlabelled rows resets no streak
     assert {k: v for k, v in s.items() if k[0].endswith("_streak_windows")} == streaks

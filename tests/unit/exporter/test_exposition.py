@@ -140,21 +140,33 @@ def test_a_selector_of_a_dropped_series_is_caught() -> None:
         "priorwatch_drift_streak_windows{kind='prior'}"
     ]
     assert dropped('priorwatch_drift_streak_windows{kind="likelihood"}') == []
-    assert dropped('priorwatch_window_metric{metric="f1"}') != []  # derived in PromQL
+    # derived in PromQL: (recall + specificity) / 2
+    assert dropped('priorwatch_window_metric{metric="balanced_accuracy"}') != []
+    assert dropped('priorwatch_window_metric{metric=~"prior|precision|f1|mcc"}') == []
+    # bounds: of calibrated precision and F1 only
+    assert dropped('priorwatch_window_metric_upper{metric="calibrated_f1"}') == []
+    assert dropped('priorwatch_window_metric_lower{metric="calibrated_mcc"}') != []
 
 
 def test_the_compact_exposition_drops_what_nothing_reads() -> None:
     unread = computed_metric_names() - COMPACT_METRICS[names.WINDOW_METRIC]
     assert {"brier", "log_loss", "f1@t=0.5", "ops_f1@t=0.5", "ops_auc_roc"} <= unread
-    # derived from recall, specificity and the class counts by the dashboard
-    assert {"prior", "precision", "f1", "mcc", "balanced_accuracy"} <= unread
+    assert "balanced_accuracy" in unread  # the dashboard derives it from these two:
     assert {"recall", "specificity"} <= COMPACT_METRICS[names.WINDOW_METRIC]
+    # the raw headline metrics are kept, beside their calibrated forms
+    assert {"prior", "precision", "f1", "mcc", "auc_pr"} <= COMPACT_METRICS[names.WINDOW_METRIC]
+    banded = {"calibrated_precision", "calibrated_f1"}  # no band for MCC and AUC-PR
+    assert COMPACT_METRICS[names.WINDOW_METRIC_LOWER] == banded
+    assert COMPACT_METRICS[names.WINDOW_METRIC_UPPER] == banded
 
 
 def _samples() -> dict[str, list[tuple[tuple[str, ...], float]]]:
     return {
         names.WINDOW_METRIC: [(("m", "all", "auc_pr"), 0.5), (("m", "all", "brier"), 0.1)],
-        names.WINDOW_METRIC_LOWER: [(("m", "all", "f1"), 0.4)],
+        names.WINDOW_METRIC_LOWER: [
+            (("m", "all", "calibrated_f1"), 0.4),
+            (("m", "all", "calibrated_mcc"), 0.3),
+        ],
         names.DRIFT_FLAG: [(("m", "all", "prior"), 1.0)],
         names.DRIFT_STREAK: [(("m", "all", "prior"), 2.0), (("m", "all", "likelihood"), 1.0)],
     }
@@ -163,12 +175,12 @@ def _samples() -> dict[str, list[tuple[tuple[str, ...], float]]]:
 def test_compact_full_and_a_list_of_families() -> None:
     compact = COMPACT.select(_samples())
     assert compact[names.WINDOW_METRIC] == [(("m", "all", "auc_pr"), 0.5)]
-    assert compact[names.WINDOW_METRIC_LOWER] == []
+    assert compact[names.WINDOW_METRIC_LOWER] == [(("m", "all", "calibrated_f1"), 0.4)]
     assert compact[names.DRIFT_FLAG] == [(("m", "all", "prior"), 1.0)]
     assert compact[names.DRIFT_STREAK] == [(("m", "all", "likelihood"), 1.0)]
     assert Exposition.parse("full").select(_samples()) == _samples()
     listed = Exposition.parse(f" {names.WINDOW_METRIC_LOWER} ,").select(_samples())
-    assert listed[names.WINDOW_METRIC_LOWER] == [(("m", "all", "f1"), 0.4)]
+    assert listed[names.WINDOW_METRIC_LOWER] == _samples()[names.WINDOW_METRIC_LOWER]
     assert listed[names.WINDOW_METRIC] == compact[names.WINDOW_METRIC]
     assert Exposition.parse("compact") == COMPACT
 
