@@ -1,12 +1,19 @@
 """Which window series a scrape writes: the compact default, the full set, or a choice.
 
-The compact exposition keeps, of each family labelled by ``metric``, only the
-metric names the shipped dashboard (deploy/grafana/dashboards) and rules
-(deploy/prometheus/rules) read; every other family is always written in
-full. tests/unit/exporter/test_exposition.py parses every PromQL expression
-of both and checks that each series they select is kept, so the default never
-drops a used series. docs/reading.md gives the series count per window of
-each choice.
+The compact exposition keeps, of each family trimmed by its last label
+(``metric``; ``kind`` for the drift streak), only the values the shipped
+dashboard (deploy/grafana/dashboards) and rules (deploy/prometheus/rules)
+read; every other family is always written in full. Two more choices keep it
+small: ``balanced_accuracy`` is left out, since it is exactly
+(``recall`` + ``specificity``) / 2 of the same stored window and the dashboard
+computes it so (docs/reading.md, "Derived in PromQL"); and the interval bounds
+are kept for ``calibrated_precision`` and ``calibrated_f1`` only (the
+dashboard draws no band for calibrated MCC and AUC-PR). The raw ``prior``,
+``precision``, ``f1`` and ``mcc`` stay: they are the raw side of the "raw vs
+prior-invariant" panels and what a query of one's own expects to find.
+tests/unit/exporter/test_exposition.py parses every PromQL expression of both
+and checks that each series they select is kept, so the default never drops a
+used series. docs/reading.md gives the series count per window of each choice.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ from app.exporter import names
 from app.exporter.text import Series
 
 _CALIBRATED = ("f1", "precision", "auc_pr", "mcc")
+_BANDED = ("f1", "precision")
+"""The calibrated metrics whose interval bounds the compact exposition writes."""
 
 COMPACT_METRICS: Mapping[str, frozenset[str]] = {
     names.WINDOW_METRIC: frozenset(
@@ -25,23 +34,24 @@ COMPACT_METRICS: Mapping[str, frozenset[str]] = {
             "prior",
             "recall",
             "specificity",
-            "balanced_accuracy",
             "weighted_accuracy",
             *_CALIBRATED,
             *(f"calibrated_{m}" for m in _CALIBRATED),
             *(f"ops_{m}" for m in _CALIBRATED),
         }
     ),
-    names.WINDOW_METRIC_LOWER: frozenset(f"calibrated_{m}" for m in _CALIBRATED),
-    names.WINDOW_METRIC_UPPER: frozenset(f"calibrated_{m}" for m in _CALIBRATED),
+    names.WINDOW_METRIC_LOWER: frozenset(f"calibrated_{m}" for m in _BANDED),
+    names.WINDOW_METRIC_UPPER: frozenset(f"calibrated_{m}" for m in _BANDED),
     names.WINDOW_ESTIMATE: frozenset({"prior", "precision", "f1"}),
     names.WINDOW_ESTIMATE_LOWER: frozenset({"prior"}),
     names.WINDOW_ESTIMATE_UPPER: frozenset({"prior"}),
     names.ESTIMATE_ERROR: frozenset({"prior", "precision", "f1", "auc_pr"}),
     names.WINDOW_COMPLETED: frozenset({"prior", "precision", "f1"}),
+    names.DRIFT_STREAK: frozenset({"likelihood"}),
 }
-"""Per family labelled by ``metric`` (the last label), the names the compact exposition
-keeps; the families not listed here are always written whole."""
+"""Per trimmed family, the values of its last label (``metric``; ``kind`` for
+the drift streak) that the compact exposition keeps; the families not listed
+here are always written whole."""
 
 
 @dataclass(frozen=True)
@@ -83,16 +93,16 @@ class Exposition:
         return cls(frozenset(value).intersection(COMPACT_METRICS))
 
     def kept(self, family: str) -> frozenset[str] | None:
-        """The ``metric`` values of ``family`` written (None: every one)."""
+        """The last-label values of ``family`` written (None: every one)."""
         return None if family in self.full else COMPACT_METRICS.get(family)
 
-    def keeps(self, family: str, metric: str) -> bool:
-        """Whether the sample of ``family`` whose last label is ``metric`` is written."""
+    def keeps(self, family: str, value: str) -> bool:
+        """Whether the sample of ``family`` whose last label is ``value`` is written."""
         allowed = self.kept(family)
-        return allowed is None or metric in allowed
+        return allowed is None or value in allowed
 
     def select(self, samples: Series) -> Series:
-        """``samples`` without the ``metric`` values the exposition leaves out (pure)."""
+        """``samples`` without the last-label values the exposition leaves out (pure)."""
         return select_by_model(samples, lambda _model: self)
 
 
@@ -111,7 +121,7 @@ def select_by_model(samples: Series, exposition_of: Callable[[str], Exposition])
 
 
 COMPACT = Exposition()
-"""The default: every family, the ``metric``-labelled ones compact."""
+"""The default: every family, the trimmed ones compact."""
 
 FULL = Exposition(frozenset(COMPACT_METRICS))
 """Every series of every family."""

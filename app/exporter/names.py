@@ -29,15 +29,16 @@ DRIFT_P_VALUE = "priorwatch_drift_p_value"
 DRIFT_EFFECT = "priorwatch_drift_effect"
 """gauge {model, segment, kind}: effect size (prior: |change of pi|; likelihood: max PSI)."""
 SLA_MET = "priorwatch_sla_objective_met"
-"""gauge {model, segment, objective, metric, op}: 1 met, 0.5 inconclusive, 0 breached (latest
-fresh window)."""
+"""gauge {model, segment, objective}: 1 met, 0.5 inconclusive, 0 breached (latest fresh
+window; the objective's metric and op are labels of :data:`SLA_TARGET`)."""
 SLA_TARGET = "priorwatch_sla_objective_target"
-"""gauge {model, objective, metric, op}: the objective's target value."""
+"""gauge {model, objective, metric, op}: the objective's target value (one per objective:
+the series that names its metric and op)."""
 DRIFT_STREAK = "priorwatch_drift_streak_windows"
 """gauge {model, segment, kind}: consecutive most recent fresh windows with the flag raised."""
 SLA_BREACH_STREAK = "priorwatch_sla_breach_streak_windows"
-"""gauge {model, segment, objective, metric, op}: consecutive most recent fresh windows
-in which the objective is breached."""
+"""gauge {model, segment, objective}: consecutive most recent fresh windows in which the
+objective is breached."""
 BATCHES_INGESTED = "priorwatch_batches_ingested"
 """counter {model} (exposed as ``..._total``): accepted batches."""
 PREDICTIONS_INGESTED = "priorwatch_predictions_ingested"
@@ -141,6 +142,7 @@ class FamilySpec:
 
 _WINDOW = ("model", "segment")
 _OBJECTIVE = ("objective", "metric", "op")
+"""The labels of an objective's target; a window's SLA series carry ``objective`` only."""
 FAMILIES: tuple[FamilySpec, ...] = (
     FamilySpec(
         WINDOW_METRIC,
@@ -189,7 +191,7 @@ FAMILIES: tuple[FamilySpec, ...] = (
         SLA_MET,
         "gauge",
         "SLA objective in the latest fresh window: 1 met, 0.5 inconclusive, 0 breached",
-        (*_WINDOW, *_OBJECTIVE),
+        (*_WINDOW, "objective"),
     ),
     FamilySpec(SLA_TARGET, "gauge", "Target value of the SLA objective", ("model", *_OBJECTIVE)),
     FamilySpec(BATCHES_INGESTED, "counter", "Accepted batches", ("model",)),
@@ -224,7 +226,7 @@ STREAK_FAMILIES: tuple[FamilySpec, ...] = (
         "gauge",
         "Consecutive most recent fresh windows in which the SLA objective is breached "
         "(windows with insufficient data skipped; capped)",
-        (*_WINDOW, *_OBJECTIVE),
+        (*_WINDOW, "objective"),
     ),
 )
 """The streak families (app/exporter/streaks.py), written after :data:`FAMILIES`."""

@@ -111,8 +111,15 @@ def _add_named(
             out.append(((*labels, name), value))
 
 
-def objective_labels(objective: Objective) -> tuple[str, str, str]:
-    """The ``objective``, ``metric`` and ``op`` labels of an SLA objective (no target)."""
+def objective_labels(objective: Objective) -> tuple[str]:
+    """The ``objective`` label of a window's SLA series: the objective's id, unique in its
+    model (its ``metric`` and ``op`` are labels of the target only, :func:`target_labels`:
+    not repeated on every window's sample)."""
+    return (objective.id,)
+
+
+def target_labels(objective: Objective) -> tuple[str, str, str]:
+    """The ``objective``, ``metric`` and ``op`` labels of an SLA objective's target."""
     return (objective.id, objective.metric, objective.op)
 
 
@@ -144,7 +151,7 @@ def model_series(models: Iterable[ModelRow], queue: QueueStats | None) -> Series
         out[names.DELTAS_QUARANTINED].append(((model.name,), float(model.quarantined)))
         for objective in model.objectives:
             out[names.SLA_TARGET].append(
-                ((model.name, *objective_labels(objective)), objective.target)
+                ((model.name, *target_labels(objective)), objective.target)
             )
     if queue is not None:
         out[names.DIRTY_WINDOWS].append(((), float(queue.dirty_windows)))

@@ -22,6 +22,8 @@ import pytest
 import yaml
 
 from app.db.models import ALL_SEGMENTS_LABEL
+from app.exporter import names
+from app.exporter.exposition import COMPACT_METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"
@@ -122,23 +124,20 @@ def test_every_query_is_filtered_by_the_selected_model_and_segment() -> None:
                 assert 'segment=~"$segment"' in expr, (panel["title"], expr)
 
 
-@pytest.mark.parametrize(
-    ("raw", "invariant"),
-    [
-        ("f1", "calibrated_f1"),
-        ("precision", "calibrated_precision"),
-        ("auc_pr", "calibrated_auc_pr"),
-    ],
-)  # fmt: skip
-def test_raw_and_calibrated_metric_share_a_panel_with_the_interval(
-    raw: str, invariant: str
-) -> None:
+@pytest.mark.parametrize("raw", ["f1", "precision", "auc_pr", "mcc"])
+def test_raw_and_calibrated_metric_share_a_panel(raw: str) -> None:
+    invariant = f"calibrated_{raw}"
+    # the band where the compact exposition writes its bounds (precision, F1)
+    banded = invariant in COMPACT_METRICS[names.WINDOW_METRIC_LOWER]
     for panel in _data_panels():
         exprs = " ".join(t["expr"] for t in panel["targets"])
         if {raw, invariant} <= _selected_metrics(panel):
-            assert "priorwatch_window_metric_lower" in exprs
-            assert "priorwatch_window_metric_upper" in exprs
             assert panel["type"] == "timeseries"
+            bounds = [f"priorwatch_window_metric_{side}" in exprs for side in ("lower", "upper")]
+            assert bounds == [banded, banded], panel["title"]
+            if not banded:  # the description says where the band is
+                assert "`full` exposition" in panel["description"], panel["title"]
+                assert "`exposition` setting" in panel["description"], panel["title"]
             return
     pytest.fail(f"no panel shows {raw} next to {invariant}")
 

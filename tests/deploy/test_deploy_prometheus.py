@@ -100,14 +100,16 @@ def _mutated_rules(tmp_path: Path, old: str, new: str, case: int) -> Path:
 @pytest.mark.parametrize(
     ("old", "new", "case"),
     [
-        # the alert reads the prior streak: a pure prior shift would page
-        ('priorwatch_drift_streak_windows:max{kind="likelihood"} >= 3',
-         'priorwatch_drift_streak_windows:max{kind="prior"} >= 3', 0),
+        # the prior streak recorded in place of the likelihood one: a pure prior
+        # shift would page
+        ('(priorwatch_drift_streak_windows{kind="likelihood"})',
+         '(priorwatch_drift_streak_windows{kind="prior"})', 0),
         # two flagged windows are enough: fires one window early
         ('{kind="likelihood"} >= 3', '{kind="likelihood"} >= 2', 1),
         # replicas summed instead of collapsed: two replicas double the streak
-        ("max by (model, segment, kind) (priorwatch_drift_streak_windows)",
-         "sum by (model, segment, kind) (priorwatch_drift_streak_windows)", 1),
+        ('max by (model, segment, kind) (priorwatch_drift_streak_windows{kind="likelihood"})',
+         'sum by (model, segment, kind) (priorwatch_drift_streak_windows{kind="likelihood"})',
+         1),
     ],
     ids=["prior-streak-read", "streak-of-two", "replicas-summed"],
 )  # fmt: skip

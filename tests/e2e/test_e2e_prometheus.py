@@ -105,11 +105,16 @@ def test_rules_and_dashboard_against_a_real_prometheus(processes: Processes) -> 
 
     with httpx.Client(base_url=base, timeout=HTTP_TIMEOUT) as http:
         user = _feed(http, processes)
+        latest = {  # the latest fresh window of each segment, as the API gives it
+            segment: max(user.windows(None if segment == "all" else segment), key=_end)
+            for segment in ("all", *SEGMENTS)
+        }
 
     prometheus_url = _start_prometheus(binary, port, processes)
     with httpx.Client(base_url=prometheus_url, timeout=HTTP_TIMEOUT) as prom:
         _check_target_and_rules(prom, processes)
         _check_dashboard_queries(prom, processes)
+        _check_derived_metrics(prom, latest)
         _check_alerts(prom, processes)
     assert user.posted  # the scenario was stored before Prometheus started
 
@@ -360,6 +365,53 @@ def _check_dashboard_queries(prom: httpx.Client, processes: Processes) -> None:
         wait_until(every_query_has_data, "every dashboard query has data", ALERT_SECONDS, processes)
     except pytest.fail.Exception as failed:
         pytest.fail(f"dashboard queries without data: {empty}\n{failed}")
+
+
+DERIVED = ("balanced_accuracy",)
+"""Metrics the compact exposition leaves out and the dashboard derives from ``recall``
+and ``specificity`` (docs/reading.md, "Derived in PromQL")."""
+
+
+def _derived_targets() -> list[tuple[str, str]]:
+    """(metric, expr) of every dashboard target deriving a metric of :data:`DERIVED`:
+    named in its legend (``{{segment}} balanced_accuracy``), not selected, from the
+    labelled window's metrics only."""
+    out: list[tuple[str, str]] = []
+
+    def walk(panels: list[dict[str, Any]]) -> None:
+        for panel in panels:
+            for target in panel.get("targets", []):
+                expr = target["expr"]
+                if set(re.findall(r"priorwatch_\w+", expr)) != {"priorwatch_window_metric"}:
+                    continue
+                selected = re.findall(r'metric=~?"([^"]*)"', expr)
+                words = re.findall(r"\w+", target["legendFormat"])
+                out.extend(
+                    (name, expr)
+                    for name in DERIVED
+                    if name in words and not any(name in s.split("|") for s in selected)
+                )
+            walk(panel.get("panels", []))
+
+    walk(json.loads(DASHBOARD.read_text())["panels"])
+    return out
+
+
+def _end(window: dict[str, Any]) -> str:
+    return str(window["end"])
+
+
+def _check_derived_metrics(prom: httpx.Client, latest: dict[str, dict[str, Any]]) -> None:
+    """What the dashboard derives from the compact exposition equals what the service
+    computed (``latest``: the latest fresh window of each segment, from the API)."""
+    derived = _derived_targets()
+    assert {name for name, _ in derived} == set(DERIVED)
+    for segment, window in latest.items():
+        for name, expr in derived:
+            result = _api(prom, "query", query=_grafana_substitute(expr, (segment,)))["result"]
+            assert [r["metric"] for r in result] == [{"segment": segment}], (name, expr)
+            got = float(result[0]["value"][1])
+            assert got == pytest.approx(window["metrics"][name], rel=1e-9, abs=1e-12), name
 
 
 # --- alerts ------------------------------------------------------------------------

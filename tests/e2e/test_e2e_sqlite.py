@@ -396,9 +396,9 @@ def _check_prometheus(
     assert get("priorwatch_window_end_timestamp_seconds", model=MODEL, segment="all") == end
     assert get("priorwatch_drift_flag", model=MODEL, segment="all", kind="likelihood") == 1
     assert get("priorwatch_drift_flag", model=MODEL, segment="all", kind="prior") == 0
-    f1 = {"objective": "f1_ge", "metric": "f1", "op": ">="}  # no target in the labels
+    f1 = {"objective": "f1_ge"}  # no target in the labels; metric and op on the target's
     assert get("priorwatch_sla_objective_met", model=MODEL, segment="all", **f1) == 0
-    assert get("priorwatch_sla_objective_target", model=MODEL, **f1) == 0.7
+    assert get("priorwatch_sla_objective_target", model=MODEL, **f1, metric="f1", op=">=") == 0.7
     # the two latest windows are P(s|y)-shifted and flagged
     assert (
         get("priorwatch_drift_streak_windows", model=MODEL, segment="all", kind="likelihood") == 2

@@ -245,6 +245,9 @@ def test_exposition_keeps_labelled_gauges_on_the_latest_labelled_window(api: Api
         )
         assert r.status_code == 202, r.text
     drain(api.client)
+    streak = {"exposition": ["priorwatch_drift_streak_windows"]}  # the prior one too
+    r = api.client.patch("/v1/models/fraud", json=streak, headers=api.admin)
+    assert r.status_code == 200, r.text
     before = _samples(api.client.get("/metrics").text)
     streaks = {k: v for k, v in before.items() if k[0].endswith("_streak_windows")}
     assert (

@@ -31,7 +31,7 @@ from app.timegrid import window_start
 MODEL = "matured"
 TARGET = 0.6
 OBJECTIVE = {"metric": "recall", "op": ">=", "target": TARGET}
-LABELS = {"objective": "recall_ge", "metric": "recall", "op": ">="}
+LABELS = {"objective": "recall_ge"}
 ROWS = 600
 SEPARATION = {0: 0.0, 1: 4.0, 2: 4.0}
 """Per hour: how far the positives' logits sit above the negatives' (0: recall ~0.02,

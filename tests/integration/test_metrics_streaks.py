@@ -6,8 +6,9 @@ likelihood flag is raised and recall falls below its objective); hour 7 holds
 20 rows (too few to test anything: skipped by both streaks). Hour 8 arrives
 first; hours 3-7 are backfilled afterwards. The streaks must count the stored
 windows where they belong in time, and agree with a count made from the
-API's window history and SLA report. The tests share the module's database
-and run in order.
+API's window history and SLA report. The model's ``exposition`` setting
+lists the drift streak family, so both of its kinds are written. The tests
+share the module's database and run in order.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from app.worker.jobs import DatabaseJobs
 MODEL = "streaky"
 ROWS = 600
 OBJECTIVE = {"metric": "recall", "op": ">=", "target": 0.6}
-RECALL = {"objective": "recall_ge", "metric": "recall", "op": ">="}
+RECALL = {"objective": "recall_ge"}
+RECALL_TARGET = {**RECALL, "metric": "recall", "op": ">="}
+"""The labels of its target: the one series that names its metric and op."""
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
@@ -68,6 +71,8 @@ class Feed:
                 "segments": ["eu"],
                 "sla": [OBJECTIVE],
                 "drift": {"reference": {"from": iso(self.day), "to": iso(self.hour(3))}},
+                # the prior streak too (the compact exposition writes the likelihood one)
+                "exposition": [names.DRIFT_STREAK],
             },
             headers=ADMIN,
         )
@@ -191,7 +196,7 @@ def test_backfilled_windows_count_where_they_belong(client: TestClient) -> None:
     for segment, label in ((None, ALL_SEGMENTS_LABEL), ("eu", "eu")):
         assert _streaks(samples, label) == (5, 0, 5), label
         assert _streaks(samples, label) == _count_from_history(feed, segment), label
-    target = _get(samples, names.SLA_TARGET, model=MODEL, **RECALL)
+    target = _get(samples, names.SLA_TARGET, model=MODEL, **RECALL_TARGET)
     assert target == OBJECTIVE["target"]
 
     feed.post(9, separation=3.0)  # back to the reference behaviour: both streaks end
@@ -279,7 +284,9 @@ def test_a_recomputed_window_is_read_again(client: TestClient) -> None:
     assert _get(samples, names.SLA_BREACH_STREAK, model=MODEL, segment="eu", **RECALL) == 0
     # a new target keeps the series: same labels, new value
     targets = {k: v for k, v in samples.items() if k[0] == names.SLA_TARGET}
-    assert targets == {(names.SLA_TARGET, frozenset({"model": MODEL, **RECALL}.items())): 0.1}
+    assert targets == {
+        (names.SLA_TARGET, frozenset({"model": MODEL, **RECALL_TARGET}.items())): 0.1
+    }
     assert _streaks(samples, "eu") == _count_from_history(feed, "eu")
     # hour 9 was stable: a late batch with shifted scores flags it, the streak reads 6
     feed.post(9, separation=0.0, n=3000)

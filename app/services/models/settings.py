@@ -85,13 +85,14 @@ ExpositionFamily = Literal[
     "priorwatch_window_estimate_upper",
     "priorwatch_estimate_error",
     "priorwatch_window_completed",
+    "priorwatch_drift_streak_windows",
 ]
-"""The families the compact exposition trims by ``metric`` (app/exporter/exposition.py;
+"""The families the compact exposition trims by their last label (app/exporter/exposition.py;
 a test checks that the two lists agree)."""
 
 ExpositionSetting = Annotated[
     Literal["compact", "full"]
-    | Annotated[list[ExpositionFamily], Field(min_length=1, max_length=8)],
+    | Annotated[list[ExpositionFamily], Field(min_length=1, max_length=9)],
     AfterValidator(lambda v: v if isinstance(v, str) else sorted(set(v))),
     Field(
         description="which series GET /metrics writes of this model's windows: compact (the "

@@ -135,16 +135,20 @@ def test_drift_and_sla_gauges() -> None:
     assert _get(s, names.DRIFT_FLAG, **m, kind="likelihood") == 1
     assert _get(s, names.DRIFT_P_VALUE, **m, kind="likelihood") == 1e-5
     assert _get(s, names.DRIFT_EFFECT, **m, kind="prior") == 0.01
-    f1 = {"objective": "calibrated_f1_ge", "metric": "calibrated_f1", "op": ">="}
-    brier = {"objective": "brier_le", "metric": "brier", "op": "<="}
-    recall = {"objective": "recall_ge", "metric": "recall", "op": ">="}
+    f1 = {"objective": "calibrated_f1_ge"}  # a window's series: the objective's id only
+    brier = {"objective": "brier_le"}
+    recall = {"objective": "recall_ge"}
     assert _get(s, names.SLA_MET, **m, **f1) == 1
     assert _get(s, names.SLA_MET, **m, **brier) == 0
     assert _get(s, names.SLA_MET, **m, **recall) is None  # insufficient data
-    unsure = {"objective": "calibrated_f1_stretch", "metric": "calibrated_f1", "op": ">="}
+    unsure = {"objective": "calibrated_f1_stretch"}
     assert _get(s, names.SLA_MET, **m, **unsure) == 0.5  # inconclusive
-    for labels, target in ((f1, 0.6), (brier, 0.1), (recall, 0.5)):
-        assert _get(s, names.SLA_TARGET, model="fraud", **labels) == target
+    for labels, metric, op, target in (
+        (f1, "calibrated_f1", ">=", 0.6),
+        (brier, "brier", "<=", 0.1),
+        (recall, "recall", ">=", 0.5),
+    ):  # the target names the objective's metric and op
+        assert _get(s, names.SLA_TARGET, model="fraud", **labels, metric=metric, op=op) == target
 
 
 def test_objective_labels_do_not_change_with_the_target() -> None:

@@ -2,9 +2,9 @@
 
 Every PromQL expression of deploy/grafana/dashboards/*.json and
 deploy/prometheus/rules/*.yml is parsed for its selectors of ``priorwatch_*``
-series; for a family that the compact exposition trims by ``metric``, each
-selector must name (``=``) or match (``=~``, over every metric name the
-service computes) only kept names.
+series; for a family that the compact exposition trims by its last label
+(``metric``; ``kind`` for the drift streak), each selector must name (``=``)
+or match (``=~``, over every value the service writes) only kept values.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from builders import model_config, sample, sums_of
 
 from app.exporter import names
 from app.exporter.exposition import COMPACT, COMPACT_METRICS, Exposition, select_by_model
+from app.exporter.series import DRIFT_KINDS
 from app.services.models.settings import ExpositionFamily
 from app.services.windows.compute import compute_window_result
 
@@ -86,26 +87,42 @@ def computed_metric_names() -> frozenset[str]:
     return frozenset({*result.metrics, *result.intervals, "prior"})
 
 
+TRIMMED_BY = {
+    spec.name: spec.labels[-1]
+    for spec in (
+        *names.FAMILIES,
+        *names.STREAK_FAMILIES,
+        *names.ESTIMATE_FAMILIES,
+        *names.MATURITY_FAMILIES,
+    )
+    if spec.name in COMPACT_METRICS
+}
+"""The label each trimmed family is trimmed by: its last (``metric``, or ``kind``)."""
+
+
 def dropped(expression: str) -> list[str]:
     """What ``expression`` selects that the compact exposition does not write."""
-    universe = computed_metric_names()
     out: list[str] = []
     for exposed, matchers in selectors(expression):
         kept = COMPACT_METRICS.get(exposed)
         if kept is None:
             continue  # a family the compact exposition writes whole
-        op, value = matchers.get("metric", ("=~", ".*"))
+        label = TRIMMED_BY[exposed]
+        universe = computed_metric_names() if label == "metric" else frozenset(DRIFT_KINDS)
+        op, value = matchers.get(label, ("=~", ".*"))
         if op == "=":
             selected = {value}
         elif op == "=~":
             selected = {m for m in universe | kept if re.fullmatch(value, m)}
         else:
             selected = universe - kept  # a negative matcher: assume the worst
-        out.extend(f"{exposed}{{metric={m!r}}}" for m in sorted(selected - kept))
+        out.extend(f"{exposed}{{{label}={m!r}}}" for m in sorted(selected - kept))
     return out
 
 
 def test_every_series_the_dashboard_and_rules_read_is_in_the_compact_exposition() -> None:
+    assert TRIMMED_BY.keys() == COMPACT_METRICS.keys()
+    assert set(TRIMMED_BY.values()) == {"metric", "kind"}
     read = {name for e in expressions() for name, _ in selectors(e)}
     assert read >= COMPACT_METRICS.keys()  # every trimmed family is read, hence checked
     assert {e: dropped(e) for e in expressions() if dropped(e)} == {}
@@ -119,29 +136,51 @@ def test_a_selector_of_a_dropped_series_is_caught() -> None:
     assert dropped('priorwatch_window_metric{metric!="f1"}') != []
     assert dropped('priorwatch_drift_flag{kind="prior"}') == []
     assert dropped('priorwatch_window_metric{metric=~"ops_(f1|mcc)"}') == []
+    assert dropped("max(priorwatch_drift_streak_windows)") == [
+        "priorwatch_drift_streak_windows{kind='prior'}"
+    ]
+    assert dropped('priorwatch_drift_streak_windows{kind="likelihood"}') == []
+    # derived in PromQL: (recall + specificity) / 2
+    assert dropped('priorwatch_window_metric{metric="balanced_accuracy"}') != []
+    assert dropped('priorwatch_window_metric{metric=~"prior|precision|f1|mcc"}') == []
+    # bounds: of calibrated precision and F1 only
+    assert dropped('priorwatch_window_metric_upper{metric="calibrated_f1"}') == []
+    assert dropped('priorwatch_window_metric_lower{metric="calibrated_mcc"}') != []
 
 
 def test_the_compact_exposition_drops_what_nothing_reads() -> None:
     unread = computed_metric_names() - COMPACT_METRICS[names.WINDOW_METRIC]
     assert {"brier", "log_loss", "f1@t=0.5", "ops_f1@t=0.5", "ops_auc_roc"} <= unread
+    assert "balanced_accuracy" in unread  # the dashboard derives it from these two:
+    assert {"recall", "specificity"} <= COMPACT_METRICS[names.WINDOW_METRIC]
+    # the raw headline metrics are kept, beside their calibrated forms
+    assert {"prior", "precision", "f1", "mcc", "auc_pr"} <= COMPACT_METRICS[names.WINDOW_METRIC]
+    banded = {"calibrated_precision", "calibrated_f1"}  # no band for MCC and AUC-PR
+    assert COMPACT_METRICS[names.WINDOW_METRIC_LOWER] == banded
+    assert COMPACT_METRICS[names.WINDOW_METRIC_UPPER] == banded
 
 
 def _samples() -> dict[str, list[tuple[tuple[str, ...], float]]]:
     return {
-        names.WINDOW_METRIC: [(("m", "all", "f1"), 0.5), (("m", "all", "brier"), 0.1)],
-        names.WINDOW_METRIC_LOWER: [(("m", "all", "f1"), 0.4)],
+        names.WINDOW_METRIC: [(("m", "all", "auc_pr"), 0.5), (("m", "all", "brier"), 0.1)],
+        names.WINDOW_METRIC_LOWER: [
+            (("m", "all", "calibrated_f1"), 0.4),
+            (("m", "all", "calibrated_mcc"), 0.3),
+        ],
         names.DRIFT_FLAG: [(("m", "all", "prior"), 1.0)],
+        names.DRIFT_STREAK: [(("m", "all", "prior"), 2.0), (("m", "all", "likelihood"), 1.0)],
     }
 
 
 def test_compact_full_and_a_list_of_families() -> None:
     compact = COMPACT.select(_samples())
-    assert compact[names.WINDOW_METRIC] == [(("m", "all", "f1"), 0.5)]
-    assert compact[names.WINDOW_METRIC_LOWER] == []
+    assert compact[names.WINDOW_METRIC] == [(("m", "all", "auc_pr"), 0.5)]
+    assert compact[names.WINDOW_METRIC_LOWER] == [(("m", "all", "calibrated_f1"), 0.4)]
     assert compact[names.DRIFT_FLAG] == [(("m", "all", "prior"), 1.0)]
+    assert compact[names.DRIFT_STREAK] == [(("m", "all", "likelihood"), 1.0)]
     assert Exposition.parse("full").select(_samples()) == _samples()
     listed = Exposition.parse(f" {names.WINDOW_METRIC_LOWER} ,").select(_samples())
-    assert listed[names.WINDOW_METRIC_LOWER] == [(("m", "all", "f1"), 0.4)]
+    assert listed[names.WINDOW_METRIC_LOWER] == _samples()[names.WINDOW_METRIC_LOWER]
     assert listed[names.WINDOW_METRIC] == compact[names.WINDOW_METRIC]
     assert Exposition.parse("compact") == COMPACT
 
