@@ -38,6 +38,7 @@ windows). The cache holds the groups of the latest scrape.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ from sqlalchemy.orm import Session
 from app.db import scrape
 from app.exporter import names
 from app.exporter.names import STREAK_FAMILIES
-from app.exporter.part import StoredPartCollector
+from app.exporter.part import ExpositionOf, StoredPartCollector, whole
 from app.exporter.reads import ModelRow, Shard
 from app.exporter.series import DRIFT_KINDS, objective_labels, segment_label
 from app.exporter.text import Series
@@ -68,7 +69,7 @@ StoredKey = tuple[int, str, datetime, datetime]
 """(model id, segment key, window start, computed_at): changes whenever the result does."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Outcomes:
     """The conditions of one stored window.
 
@@ -195,7 +196,7 @@ def read_stamps(session: Session, shard: Shard | None = None) -> dict[Group, Sta
     """The :data:`Stamp` of every group (of the models of ``shard``) with a fresh window
     (one statement)."""
     rows = scrape.fresh_stamps(session, shard)
-    return {(int(m), seg): (int(n), latest) for m, seg, n, latest in rows}
+    return {(int(m), sys.intern(seg)): (int(n), latest) for m, seg, n, latest in rows}
 
 
 def read_recent_keys(
@@ -209,10 +210,10 @@ def read_recent_keys(
     within each. (A window of unlabelled rows only tests nothing: it neither counts nor
     breaks a streak.)"""
     rows = scrape.recent_keys(session, groups, limit, shard)
-    return [(int(m), seg, start, computed) for m, seg, start, computed in rows]
+    return [(int(m), sys.intern(seg), start, computed) for m, seg, start, computed in rows]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GroupStreaks:
     """The recent fresh windows of one group and its streaks.
 
@@ -306,10 +307,15 @@ class StreakCollector(StoredPartCollector):
         self._groups: dict[Group, GroupStreaks] = {}
 
     def read(
-        self, session: Session, models: tuple[ModelRow, ...], shard: Shard | None = None
+        self,
+        session: Session,
+        models: tuple[ModelRow, ...],
+        shard: Shard | None = None,
+        exposition_of: ExpositionOf = whole,
     ) -> Series:
         """The streak samples (read-only): one statement when no group changed, then
-        the keys of the changed groups and the documents of their new windows."""
+        the keys of the changed groups and the documents of their new windows. (No
+        streak family is trimmed by an exposition: ``exposition_of`` is not read.)"""
         with self._lock:
             cached = self._groups
         objectives = {m.id: m.objectives for m in models}
