@@ -68,7 +68,7 @@ Group = tuple[int, str]
 """(model id, segment key)."""
 WindowKey = tuple[int, str, datetime, datetime]
 """(model id, segment key, window start, computed_at): changes whenever the result does."""
-Read = tuple[WindowKey, frozenset[str] | None, bytes | None]
+Read = tuple[WindowKey, frozenset[str] | None, str | None]
 """A group's window, the names its document was trimmed to (None: every one) and the
 trimmed document as JSON (None: null, or not an object): a few hundred bytes a window
 in one object, where the decoded document holds a dozen."""
@@ -113,7 +113,8 @@ def read_maturity(
             document, names_kept = json_document(text), kept(group[0])
             stored = None
             if isinstance(document, Mapping):
-                stored = orjson.dumps(_trimmed(document, names_kept))
+                # decoded to str: orjson's bytes keep their 4 KB buffer
+                stored = orjson.dumps(_trimmed(document, names_kept)).decode()
             out[group] = ((*group, start, computed), names_kept, stored)
     return out
 
