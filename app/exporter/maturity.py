@@ -16,7 +16,9 @@ Per (model, segment):
 
 The completeness of the last two is labelled over scored rows of the
 window's aggregate (app/db/labels.py), the ratio the worker stores as
-``maturity.completeness``. At most three statements per scrape; nothing is
+``maturity.completeness``. At most four statements per scrape (the keys of the
+latest windows, then the documents only of those that changed since the previous
+scrape: :func:`read_maturity`); nothing is
 computed but window arithmetic on the injected clock.
 """
 

@@ -202,3 +202,38 @@ def test_metrics_text_matches_golden(factory: sessionmaker[Session]) -> None:
     for name in sorted(expected):
         assert got[name].splitlines() == expected[name].splitlines(), name
     assert len(expected["compact/all"].splitlines()) > 300  # the fleet is exposed at all
+
+
+def _collector(factory: sessionmaker[Session], shard: Shard | None) -> WindowResultsCollector:
+    parts = (
+        StreakCollector(factory),
+        EstimateCollector(factory),
+        MaturityCollector(factory, lambda: NOW),
+    )
+    return WindowResultsCollector(factory, parts, exposition=COMPACT, shard=shard)
+
+
+def test_a_warm_scrape_after_changes_equals_a_cold_one(factory: sessionmaker[Session]) -> None:
+    """Every cache (window text, streaks, maturity) gives what a new collector reads once
+    results are recomputed and a model's exposition changes between two scrapes."""
+    fill(factory)
+    warm = {shard: _collector(factory, shard) for shard in SHARDS}
+    before = {shard: collector.render_text() for shard, collector in warm.items()}
+    wm = WindowMetrics
+    with factory() as session, session.begin():
+        latest = NOW - timedelta(hours=2)
+        session.execute(
+            sa.update(wm)
+            .where(wm.window_start == latest, wm.model_id.in_([1, 2]))
+            .values(
+                computed_at=NOW + timedelta(minutes=5),
+                maturity=_documents(99)["maturity"],
+                metrics=_documents(98)["metrics"],
+            )
+        )
+        session.execute(sa.update(Model).where(Model.id == 3).values(exposition="full"))
+    for shard, collector in warm.items():
+        after = collector.render_text()
+        assert after == _collector(factory, shard).render_text()
+        if shard is None or shard[0] in (1, 2, 3):  # the models changed
+            assert after != before[shard]
