@@ -21,10 +21,11 @@ per model. Then it prints, per backend:
 ``--fleet`` (issue 23.3; PostgreSQL only) fills 10,000 models with a fresh
 all-traffic window and two fresh segment windows each, each with its stored
 label maturity and current detail (30,000 windows), then
-prints the compact default exposition scraped as 4 shards (each shard's time,
-cold then warm caches), its bytes and samples per window and the process's RSS
-growth (peak, and kept by the caches), the latency of 100-row batches posted
-to the same process idle and while another thread scrapes the 4 shards, beside
+prints the compact default exposition scraped as 4 shards (each shard's time and
+the API process's CPU time, cold then warm caches), its bytes and samples per
+window and the process's RSS growth (peak, and kept by the caches), the latency
+of 100-row batches posted to the same process idle and while another thread
+scrapes the 4 shards, beside
 the full exposition of the same data, unsharded, measured in the same run.
 
 Usage: ``.venv/bin/python bench/bench_scrape.py`` (``make bench``);
@@ -409,14 +410,16 @@ def fleet(url: str) -> None:
     before = _rss_mb("VmRSS")
     for round_ in ("first (cold caches)", "second (warm caches)"):
         size = _Size()
-        times = []
+        times, cpu = [], []
         for i in range(SHARDS):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for chunk in exporter.render((i, SHARDS)):
                 size.add(chunk)
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
         print(f"[fleet] compact, {SHARDS} shards, {round_}: "
-              + ", ".join(f"{t:.2f}" for t in times) + " s")  # fmt: skip
+              + ", ".join(f"{t:.2f}" for t in times) + " s (this process's CPU: "
+              + ", ".join(f"{t:.2f}" for t in cpu) + " s)")  # fmt: skip
     kept = _rss_mb("VmRSS") - before
     peak = _rss_mb("VmHWM") - before
     print(f"[fleet] compact exposition : {size.per_window(windows)}")

@@ -236,19 +236,13 @@ BOTH_KINDS: ColumnElement[bool] = and_(WA.n_unlabelled > 0, WA.n > 0)
 """A window holding unlabelled (scored) and labelled rows."""
 
 
-def _latest_document(
-    role: int,
-    condition: ColumnElement[bool],
-    document: Any = WM.estimate,
-    shard: tuple[int, int] | None = None,
-) -> Select[Any]:
-    """(role, model, segment, start, ``document`` as text) of the latest fresh window per
-    (model, segment) of the models of ``shard`` meeting ``condition`` (``document``: the
-    stored estimate by default)."""
+def _latest_meeting(condition: ColumnElement[bool], shard: tuple[int, int] | None) -> Any:
+    """A subquery of ``model_id, segment, window_start``: the latest fresh window per
+    (model, segment) of the models of ``shard`` meeting ``condition``."""
     joined = and_(
         WA.model_id == WM.model_id, WA.segment == WM.segment, WA.window_start == WM.window_start
     )
-    latest = (
+    return (
         select(
             WM.model_id.label("model_id"),
             WM.segment.label("segment"),
@@ -259,16 +253,30 @@ def _latest_document(
         .group_by(WM.model_id, WM.segment)
         .subquery()
     )
+
+
+def _is(latest: Any) -> ColumnElement[bool]:
+    """The stored result is the window of ``latest`` (:func:`_latest_meeting`)."""
+    return and_(
+        latest.c.model_id == WM.model_id,
+        latest.c.segment == WM.segment,
+        latest.c.window_start == WM.window_start,
+    )
+
+
+def _latest_document(
+    role: int,
+    condition: ColumnElement[bool],
+    document: Any = WM.estimate,
+    shard: tuple[int, int] | None = None,
+) -> Select[Any]:
+    """(role, model, segment, start, ``document`` as text) of the latest fresh window per
+    (model, segment) of the models of ``shard`` meeting ``condition`` (``document``: the
+    stored estimate by default)."""
+    latest = _latest_meeting(condition, shard)
     return select(
         literal(role).label("role"), WM.model_id, WM.segment, WM.window_start, _as_text(document)
-    ).join(
-        latest,
-        and_(
-            latest.c.model_id == WM.model_id,
-            latest.c.segment == WM.segment,
-            latest.c.window_start == WM.window_start,
-        ),
-    )
+    ).join(latest, _is(latest))
 
 
 def latest_estimates(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
@@ -284,12 +292,53 @@ def latest_estimates(session: Session, shard: tuple[int, int] | None = None) -> 
     ).all()
 
 
-def latest_maturity(session: Session, shard: tuple[int, int] | None = None) -> Iterator[Record]:
-    """``role`` (0), ``model_id, segment, window_start`` and the stored ``maturity`` document
-    as text of the latest fresh window per (model, segment) holding both kinds of rows, of
-    the models of ``shard``; fetched :data:`KEYS_PER_QUERY` rows at a time."""
-    statement = _latest_document(0, BOTH_KINDS, WM.maturity, shard)
-    yield from session.execute(statement.execution_options(yield_per=KEYS_PER_QUERY))
+def latest_maturity_keys(
+    session: Session, shard: tuple[int, int] | None = None
+) -> Sequence[Record]:
+    """``model_id, segment, window_start, computed_at`` of the latest fresh window per
+    (model, segment) holding both kinds of rows, of the models of ``shard`` (one
+    statement)."""
+    latest = _latest_meeting(BOTH_KINDS, shard)
+    return session.execute(select(*WINDOW_KEY, WM.computed_at).join(latest, _is(latest))).all()
+
+
+def maturity_documents(
+    session: Session,
+    only: Sequence[WindowId] | None,
+    members: Sequence[str],
+    shard: tuple[int, int] | None = None,
+) -> Iterator[Record]:
+    """``model_id, segment, window_start, computed_at`` and the stored ``maturity`` document
+    as text (on PostgreSQL only its ``members``: a member absent from the document reads
+    null) of the fresh windows ``only`` (:data:`KEYS_PER_QUERY` per statement), or without
+    them of every window :func:`latest_maturity_keys` reads (one statement); fetched
+    :data:`KEYS_PER_QUERY` rows at a time."""
+    document = _as_text(_members(session, WM.maturity, members))
+    columns = (*WINDOW_KEY, WM.computed_at, document)
+    if only is None:
+        latest = _latest_meeting(BOTH_KINDS, shard)
+        statements = [select(*columns).join(latest, _is(latest))]
+    else:
+        keys = list(only)
+        statements = [
+            select(*columns).where(
+                WM.status == StoredStatus.FRESH,
+                _among(session, WINDOW_KEY, keys[i : i + KEYS_PER_QUERY]),
+            )
+            for i in range(0, len(keys), KEYS_PER_QUERY)
+        ]
+    for statement in statements:
+        yield from session.execute(statement.execution_options(yield_per=KEYS_PER_QUERY))
+
+
+def _members(session: Session, document: Any, members: Sequence[str]) -> Any:
+    """On PostgreSQL the object of ``document``'s ``members`` only (null when it is null):
+    the rest is neither sent nor decoded. Elsewhere ``document`` whole."""
+    if session.get_bind().dialect.name != "postgresql":
+        return document
+    pairs = [part for member in members for part in (literal(member), document[member])]
+    projected = func.jsonb_build_object(*pairs, type_=document.type)
+    return case((document.is_(None), None), else_=projected)
 
 
 def fresh_stamps(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:

@@ -8,6 +8,7 @@ whose text is not cached yet (see :meth:`WindowResultsCollector.read_text`).
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -18,7 +19,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
 
 from app.db.queue import queue_stats
-from app.exporter.exposition import COMPACT, Exposition, select_by_model
+from app.exporter.exposition import COMPACT, Exposition
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import (
     LatestWindow,
@@ -41,7 +42,6 @@ from app.exporter.series import (
     window_series,
 )
 from app.exporter.text import Series, render_families, render_series, sample_lines
-from app.sla.objectives import Objective
 
 
 class SeriesPart(Protocol):
@@ -50,17 +50,22 @@ class SeriesPart(Protocol):
     specs: tuple[FamilySpec, ...]
 
     def read(
-        self, session: Session, models: tuple[ModelRow, ...], shard: Shard | None = None
+        self,
+        session: Session,
+        models: tuple[ModelRow, ...],
+        shard: Shard | None = None,
+        exposition_of: Callable[[ModelRow], Exposition] = ...,
     ) -> Series:
         """The samples of :attr:`specs`, by family: those of ``models``, the models of
-        ``shard``."""
+        ``shard``, only the series ``exposition_of`` each model writes."""
         ...
 
 
-ChunkKey = tuple[ResultStamp, str, str, str, tuple[Objective, ...], Exposition]
-"""What one window's text depends on: the stored result and aggregate version
-(ResultStamp), the segment label, the model's name, window length, objectives and
-exposition."""
+ChunkKey = tuple[int, str, bytes]
+"""A cached window: its model id and segment key, and a digest of what its text depends
+on: the stored result and aggregate version (ResultStamp), the segment label and the
+model's name, window length, objectives and exposition (a digest is kept instead of
+those objects: ~50 bytes a window; two different keys share one with odds of 2^-128)."""
 
 
 class WindowResultsCollector(Collector):
@@ -135,21 +140,22 @@ class WindowResultsCollector(Collector):
         exposition = self.exposition_of(model)
         samples = window_series(model, segment, window, exposition)
         lines = (sample_lines(spec, samples[spec.name]) for spec in WINDOW_FAMILIES)
-        chunks[_chunk_key(model, segment, window.key, exposition)] = _pack(lines)
+        chunks[_chunk_key(_settings(model, exposition), segment, window.key)] = _pack(lines)
 
     def render_text(self) -> str:
         """The families in Prometheus text format 0.0.4 (no timestamps), as one string."""
-        return "".join(self.read_text())
+        return b"".join(self.read_text()).decode()
 
-    def read_text(self) -> Iterator[str]:
-        """Read now, then the text family by family (the caller streams it).
+    def read_text(self) -> Iterator[bytes]:
+        """Read now, then the text family by family (the caller streams it), encoded.
 
         Reads the models (of this collector's shard), the keys of their latest
         windows and, on shard 0 or unsharded, the queue, then the documents of
         the windows whose lines are not cached, a few hundred at a time, each
         turned into its lines as it arrives (the cache keeps exactly the
-        windows exposed by this shard's latest scrape). The text of each family
-        is joined only when the iterator reaches it.
+        windows exposed by this shard's latest scrape). Each cached window is
+        then unpacked once into its families' buffers, which are written and
+        freed one family at a time.
         """
         with self._lock:
             cached = self._chunks
@@ -157,9 +163,10 @@ class WindowResultsCollector(Collector):
             try:
                 models = read_models(session, self._shard)
                 exposed = exposed_windows(models, read_latest_keys(session, self._shard))
-                wanted = {_chunk_key(m, s, k, self.exposition_of(m)) for m, s, k in exposed}
-                chunks = {k: cached[k] for k in wanted if k in cached}
-                missing = [k[0] for k in wanted if k not in cached]
+                settings = {m.id: _settings(m, self.exposition_of(m)) for m in models}
+                wanted = [(_chunk_key(settings[m.id], s, k), k) for m, s, k in exposed]
+                chunks = {key: cached[key] for key, _ in wanted if key in cached}
+                missing = [stamp for key, stamp in wanted if key not in chunks]
                 at = {(k.model_id, k.segment, k.start) for k in missing}
                 by_model = {m.id: m for m in models}
                 for window in _read_windows(session, missing, len(wanted), self._shard):
@@ -167,28 +174,23 @@ class WindowResultsCollector(Collector):
                     if (read.model_id, read.segment, read.start) in at:  # else cached, or newer
                         self._add_chunk(chunks, by_model[read.model_id], window)
                 queue = queue_stats(session) if holds_process_series(self._shard) else None
-                by_name = {m.name: self.exposition_of(m) for m in models}
                 extra = [
-                    (
-                        part.specs,
-                        select_by_model(
-                            part.read(session, models, self._shard), by_name.__getitem__
-                        ),
-                    )
+                    (part.specs, part.read(session, models, self._shard, self.exposition_of))
                     for part in self._parts
                 ]
             finally:
                 session.rollback()
         with self._lock:
             self._chunks = chunks
-        blocks: dict[str, list[str]] = {spec.name: [] for spec in FAMILIES}
-        for key in sorted(chunks, key=lambda k: (k[0].model_id, k[0].segment)):
+        blocks = {spec.name: bytearray() for spec in FAMILIES}
+        for key in sorted(chunks, key=lambda k: k[:2]):
             for spec, text in zip(WINDOW_FAMILIES, _unpack(chunks[key]), strict=True):
-                blocks[spec.name].append(text)
+                if text:
+                    blocks[spec.name] += text + b"\n"
         return _text(blocks, model_series(models, queue), extra)
 
 
-_SEPARATOR = "\n\n"
+_SEPARATOR = b"\n\n"
 """Between the families' lines of one window in its cached chunk: a family's lines never
 hold an empty line (they are joined by one newline, and label values escape theirs)."""
 
@@ -196,11 +198,11 @@ hold an empty line (they are joined by one newline, and label values escape thei
 def _pack(texts: Iterable[str]) -> bytes:
     """One window's lines, family by family, as cached: compressed (a cached window
     costs ~1 KB instead of ~4: the cache of 30,000 windows stays in tens of MB)."""
-    return zlib.compress(_SEPARATOR.join(texts).encode(), 1)
+    return zlib.compress(_SEPARATOR.join(text.encode() for text in texts), 1)
 
 
-def _unpack(chunk: bytes) -> list[str]:
-    return zlib.decompress(chunk).decode().split(_SEPARATOR)
+def _unpack(chunk: bytes) -> list[bytes]:
+    return zlib.decompress(chunk).split(_SEPARATOR)
 
 
 def _read_windows(
@@ -215,19 +217,36 @@ def _read_windows(
     return read_latest_windows(session, shard=shard)
 
 
+WRITTEN = 1 << 20
+"""Most bytes of a family's lines written at once (the family's buffer is not copied)."""
+
+
 def _text(
-    blocks: dict[str, list[str]],
+    blocks: dict[str, bytearray],
     others: Series,
     extra: list[tuple[tuple[FamilySpec, ...], Series]],
-) -> Iterator[str]:
+) -> Iterator[bytes]:
     for spec in FAMILIES:
         family = blocks.pop(spec.name)  # each family's text is freed once written
         if spec.name in others:
-            family.append(sample_lines(spec, others[spec.name]))
-        yield render_families((spec,), {spec.name: family})
+            lines = sample_lines(spec, others[spec.name])
+            if lines:
+                family += lines.encode() + b"\n"
+        yield render_families((spec,), {}).encode()
+        with memoryview(family) as view:
+            for start in range(0, len(family), WRITTEN):
+                yield bytes(view[start : start + WRITTEN])
     for specs, samples in extra:
-        yield render_series(specs, samples)
+        for spec in specs:  # one family at a time
+            yield render_series((spec,), {spec.name: samples.get(spec.name, [])}).encode()
 
 
-def _chunk_key(model: ModelRow, segment: str, key: ResultStamp, exposition: Exposition) -> ChunkKey:
-    return (key, segment, model.name, model.window, model.objectives, exposition)
+def _settings(model: ModelRow, exposition: Exposition) -> bytes:
+    """What of ``model`` a window's text depends on, as bytes to digest."""
+    settings = (model.name, model.window, model.objectives, sorted(exposition.full))
+    return repr(settings).encode()
+
+
+def _chunk_key(settings: bytes, segment: str, key: ResultStamp) -> ChunkKey:
+    stamp = repr((segment, key.start, key.computed_at, key.version)).encode()
+    return (key.model_id, key.segment, hashlib.blake2b(settings + stamp, digest_size=16).digest())

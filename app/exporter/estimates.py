@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from app.db.scrape import latest_estimates
 from app.exporter import names
 from app.exporter.names import ESTIMATE_FAMILIES, FamilySpec
-from app.exporter.part import StoredPartCollector
+from app.exporter.part import ExpositionOf, StoredPartCollector, whole
 from app.exporter.reads import ModelRow, Shard, json_document
 from app.exporter.series import measured, segment_label
 from app.exporter.text import Series
@@ -70,11 +70,17 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _metric_samples(
-    out: list[tuple[tuple[str, ...], float]], labels: tuple[str, str], values: Any
+    out: list[tuple[tuple[str, ...], float]],
+    labels: tuple[str, str],
+    values: Any,
+    kept: frozenset[str] | None = None,
 ) -> None:
+    """A sample per defined value of ``values`` whose name is ``kept`` (None: every one)."""
     if not isinstance(values, Mapping):
         return
     for name, raw in values.items():
+        if kept is not None and name not in kept:
+            continue
         value = measured(raw)
         if value is not None:
             out.append(((*labels, name), value))
@@ -84,8 +90,10 @@ def estimate_series(
     models: Iterable[ModelRow],
     estimates: Iterable[StoredEstimate],
     errors: Iterable[StoredEstimate],
+    exposition_of: ExpositionOf = whole,
 ) -> Series:
-    """The samples of :data:`~app.exporter.names.ESTIMATE_FAMILIES` (pure)."""
+    """The samples of :data:`~app.exporter.names.ESTIMATE_FAMILIES` that ``exposition_of``
+    their model writes (pure)."""
     out: Series = {spec.name: [] for spec in ESTIMATE_FAMILIES}
     by_id = {m.id: m for m in models}
 
@@ -99,12 +107,19 @@ def estimate_series(
         if found is None:
             continue
         model, labels = found
+        kept = exposition_of(model).kept
         doc = stored.document
         prior, fit = _mapping(doc.get("prior")), _mapping(doc.get("fit"))
-        _metric_samples(out[names.WINDOW_ESTIMATE], labels, {"prior": prior.get("value")})
-        _metric_samples(out[names.WINDOW_ESTIMATE], labels, doc.get("metrics"))
-        _metric_samples(out[names.WINDOW_ESTIMATE_LOWER], labels, {"prior": prior.get("lower")})
-        _metric_samples(out[names.WINDOW_ESTIMATE_UPPER], labels, {"prior": prior.get("upper")})
+        estimated = kept(names.WINDOW_ESTIMATE)
+        _metric_samples(
+            out[names.WINDOW_ESTIMATE], labels, {"prior": prior.get("value")}, estimated
+        )
+        _metric_samples(out[names.WINDOW_ESTIMATE], labels, doc.get("metrics"), estimated)
+        for family, bound in (
+            (names.WINDOW_ESTIMATE_LOWER, "lower"),
+            (names.WINDOW_ESTIMATE_UPPER, "upper"),
+        ):
+            _metric_samples(out[family], labels, {"prior": prior.get(bound)}, kept(family))
         end = stored.start + window_length(model.window)
         out[names.ESTIMATE_END].append((labels, end.timestamp()))
         if fit.get("status") == "ok":
@@ -118,7 +133,9 @@ def estimate_series(
     for stored in sorted(errors, key=lambda e: (e.model_id, e.segment)):
         found = exposed(stored)
         if found is not None:
-            _metric_samples(out[names.ESTIMATE_ERROR], found[1], stored.document.get("error"))
+            kept_errors = exposition_of(found[0]).kept(names.ESTIMATE_ERROR)
+            error = stored.document.get("error")
+            _metric_samples(out[names.ESTIMATE_ERROR], found[1], error, kept_errors)
     return out
 
 
@@ -137,7 +154,11 @@ class EstimateCollector(StoredPartCollector):
     specs: tuple[FamilySpec, ...] = ESTIMATE_FAMILIES
 
     def read(
-        self, session: Session, models: tuple[ModelRow, ...], shard: Shard | None = None
+        self,
+        session: Session,
+        models: tuple[ModelRow, ...],
+        shard: Shard | None = None,
+        exposition_of: ExpositionOf = whole,
     ) -> Series:
         """The samples of :attr:`specs`, by family, read in ``session``."""
-        return estimate_series(models, *read_estimates(session, shard))
+        return estimate_series(models, *read_estimates(session, shard), exposition_of)

@@ -18,11 +18,10 @@ used series. docs/reading.md gives the series count per window of each choice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from app.exporter import names
-from app.exporter.text import Series
 
 _CALIBRATED = ("f1", "precision", "auc_pr", "mcc")
 _BANDED = ("f1", "precision")
@@ -100,24 +99,6 @@ class Exposition:
         """Whether the sample of ``family`` whose last label is ``value`` is written."""
         allowed = self.kept(family)
         return allowed is None or value in allowed
-
-    def select(self, samples: Series) -> Series:
-        """``samples`` without the last-label values the exposition leaves out (pure)."""
-        return select_by_model(samples, lambda _model: self)
-
-
-def select_by_model(samples: Series, exposition_of: Callable[[str], Exposition]) -> Series:
-    """``samples`` without the values that the exposition of their model (their first
-    label, given to ``exposition_of``) leaves out (pure)."""
-    out: Series = {}
-    for family, values in samples.items():
-        if family not in COMPACT_METRICS:
-            out[family] = values
-            continue
-        out[family] = [
-            sample for sample in values if exposition_of(sample[0][0]).keeps(family, sample[0][-1])
-        ]
-    return out
 
 
 COMPACT = Exposition()

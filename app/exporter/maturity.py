@@ -16,25 +16,30 @@ Per (model, segment):
 
 The completeness of the last two is labelled over scored rows of the
 window's aggregate (app/db/labels.py), the ratio the worker stores as
-``maturity.completeness``. At most three statements per scrape; nothing is
+``maturity.completeness``. At most four statements per scrape (the keys of the
+latest windows, then the documents only of those that changed since the previous
+scrape: :func:`read_maturity`); nothing is
 computed but window arithmetic on the injected clock.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 from sqlalchemy.orm import Session
 
 from app.db.labels import WindowCompleteness, overdue_windows, windows_completeness
 from app.db.models import ALL_SEGMENTS
-from app.db.scrape import latest_maturity
+from app.db.scrape import latest_maturity_keys, maturity_documents
 from app.exporter import names
 from app.exporter.names import MATURITY_FAMILIES, FamilySpec
-from app.exporter.part import StoredPartCollector
+from app.exporter.part import ExpositionOf, StoredPartCollector, whole
 from app.exporter.reads import ModelRow, Shard, json_document
 from app.exporter.series import measured, segment_label
 from app.exporter.text import Series
@@ -61,18 +66,85 @@ class StoredMaturity:
     document: Mapping[str, Any]
 
 
-def read_maturity(session: Session, shard: Shard | None = None) -> list[StoredMaturity]:
+Group = tuple[int, str]
+"""(model id, segment key)."""
+WindowKey = tuple[int, str, datetime, datetime]
+"""(model id, segment key, window start, computed_at): changes whenever the result does."""
+Read = tuple[WindowKey, frozenset[str] | None, str | None]
+"""A group's window, the names its document was trimmed to (None: every one) and the
+trimmed document as JSON (None: null, or not an object): a few hundred bytes a window
+in one object, where the decoded document holds a dozen."""
+
+
+def read_maturity(
+    session: Session,
+    shard: Shard | None = None,
+    kept: Callable[[int], frozenset[str] | None] = lambda _model_id: None,
+    cached: Mapping[Group, Read] | None = None,
+) -> dict[Group, Read]:
     """The maturity document of the latest fresh window holding both kinds of rows, per
-    (model, segment) of the models of ``shard`` where it is not null (one statement), with
-    only what :func:`maturity_series` reads: streamed and trimmed as it arrives, so a
-    shard's documents are never all in memory whole (their intervals weigh the most)."""
-    out = []
-    for _, model_id, segment, _, text in latest_maturity(session, shard):
-        document = json_document(text)
-        if isinstance(document, Mapping):
-            read = {key: document[key] for key in EXPOSED_PARTS if key in document}
-            out.append(StoredMaturity(int(model_id), segment, read))
+    (model, segment) of the models of ``shard``, with only what :func:`maturity_series`
+    reads (:data:`EXPOSED_PARTS`, projected in SQL where the database can) and of its
+    completed values only the ``kept(model id)`` names (None: every one).
+
+    One statement reads the windows' keys; the documents are read only for the groups
+    whose window, result or names differ from ``cached`` (the previous return value), by
+    key (one statement per 500), or for the whole shard when they are most of them (one
+    statement), trimmed as they arrive: a shard's documents are never all in memory whole.
+    """
+    cached = cached or {}
+    keys: dict[Group, WindowKey] = {
+        (int(m), sys.intern(segment)): (int(m), sys.intern(segment), start, computed)
+        for m, segment, start, computed in latest_maturity_keys(session, shard)
+    }
+    out: dict[Group, Read] = {}
+    for group, key in keys.items():
+        old = cached.get(group)
+        if old is not None and old[0] == key and old[1] == kept(group[0]):
+            out[group] = old
+    missing = [key for group, key in keys.items() if group not in out]
+    if not missing:
+        return out
+    only = None if len(missing) * 2 > len(keys) else [key[:3] for key in missing]
+    wanted = {key[:2] for key in missing}
+    for model_id, segment, start, computed, text in maturity_documents(
+        session, only, EXPOSED_PARTS, shard
+    ):
+        group = (int(model_id), segment)
+        if group in wanted:  # else cached (read with the whole shard)
+            document, names_kept = json_document(text), kept(group[0])
+            stored = None
+            if isinstance(document, Mapping):
+                # decoded to str: orjson's bytes keep their 4 KB buffer
+                stored = orjson.dumps(_trimmed(document, names_kept)).decode()
+            out[group] = ((*group, start, computed), names_kept, stored)
     return out
+
+
+def stored_maturity(read: Mapping[Group, Read]) -> list[StoredMaturity]:
+    """The documents of :func:`read_maturity`'s groups (those not null), decoded."""
+    return [
+        StoredMaturity(*group, orjson.loads(stored))
+        for group, (_, _, stored) in read.items()
+        if stored is not None
+    ]
+
+
+def _trimmed(document: Mapping[str, Any], kept: frozenset[str] | None) -> dict[str, Any]:
+    """The members of ``document`` :func:`maturity_series` reads, without the completed
+    values (``prior``, ``metrics``) whose name is not ``kept`` (None: every one)."""
+    read = {key: document[key] for key in EXPOSED_PARTS if key in document}
+    prior = read.get("prior")
+    if isinstance(prior, Mapping):
+        read["prior"] = {"value": prior.get("value")}
+    if kept is None:
+        return read
+    if "prior" not in kept:
+        read.pop("prior", None)
+    metrics = read.get("metrics")
+    if isinstance(metrics, Mapping):
+        read["metrics"] = {name: value for name, value in metrics.items() if name in kept}
+    return read
 
 
 def ended_ago(model: ModelRow, now: datetime, age: timedelta) -> datetime:
@@ -168,19 +240,32 @@ class MaturityCollector(StoredPartCollector):
     ) -> None:
         super().__init__(session_factory)
         self._clock = clock
+        self._lock = threading.Lock()
+        self._read: dict[Group, Read] = {}
 
     def read(
-        self, session: Session, models: tuple[ModelRow, ...], shard: Shard | None = None
+        self,
+        session: Session,
+        models: tuple[ModelRow, ...],
+        shard: Shard | None = None,
+        exposition_of: ExpositionOf = whole,
     ) -> Series:
-        """The samples of :attr:`specs`, by family, read in ``session``."""
+        """The samples of :attr:`specs`, by family, read in ``session`` (the stored
+        documents only of the windows not read by the previous call)."""
         now = self._clock()
+        kept = {m.id: exposition_of(m).kept(names.WINDOW_COMPLETED) for m in models}
         completing = [m for m in models if m.label_missingness != "none"]
         starts = {m.id: [ended_ago(m, now, ago) for ago in AGES.values()] for m in completing}
         cutoffs = {m.id: horizon_cutoff(m, now) for m in models}
         overdue = overdue_windows(session, {k: v for k, v in cutoffs.items() if v is not None})
+        with self._lock:
+            cached = self._read
+        read = read_maturity(session, shard, kept.get, cached)
+        with self._lock:
+            self._read = read
         return maturity_series(
             models,
-            read_maturity(session, shard),
+            stored_maturity(read),
             windows_completeness(session, starts),
             overdue,
             now,

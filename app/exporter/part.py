@@ -15,9 +15,18 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
 
+from app.exporter.exposition import FULL, Exposition
 from app.exporter.names import FamilySpec
 from app.exporter.reads import ModelRow, Shard, read_models
 from app.exporter.text import Series
+
+ExpositionOf = Callable[[ModelRow], Exposition]
+"""The exposition of a model's series (app/exporter/exposition.py)."""
+
+
+def whole(_model: ModelRow) -> Exposition:
+    """Every series of every model (:meth:`StoredPartCollector.collect`)."""
+    return FULL
 
 
 class StoredPartCollector(Collector):
@@ -35,10 +44,15 @@ class StoredPartCollector(Collector):
         self._session_factory = session_factory
 
     def read(
-        self, session: Session, models: tuple[ModelRow, ...], shard: Shard | None = None
+        self,
+        session: Session,
+        models: tuple[ModelRow, ...],
+        shard: Shard | None = None,
+        exposition_of: ExpositionOf = whole,
     ) -> Series:
         """The samples of :attr:`specs`, by family name, read in ``session``: those of
-        ``models``, the models of ``shard`` (None: every model)."""
+        ``models``, the models of ``shard`` (None: every model), only the series
+        ``exposition_of`` each model writes (left out as they are read, never built)."""
         raise NotImplementedError
 
     def collect(self) -> Iterator[Metric]:

@@ -26,6 +26,7 @@ not flip back to an older window between a batch and its recomputation.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -69,7 +70,7 @@ class ModelRow:
     None: the service's default (app/exporter/exposition.py)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResultStamp:
     """A stored result: its window, when it was computed, and the aggregate's version.
 
@@ -175,7 +176,8 @@ def read_models(session: Session, shard: Shard | None = None) -> tuple[ModelRow,
 
 
 def _key(row: Any) -> ResultStamp:
-    return ResultStamp(int(row[0]), row[1], row[2], row[3], int(row[4]))
+    """The key of a row read (its segment key interned: the caches hold thousands)."""
+    return ResultStamp(int(row[0]), sys.intern(row[1]), row[2], row[3], int(row[4]))
 
 
 def read_latest_keys(session: Session, shard: Shard | None = None) -> list[ResultStamp]:

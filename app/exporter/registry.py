@@ -145,7 +145,7 @@ class Exporter:
         no model (these, and the queue) are on shard 0 only.
         """
         try:
-            stored: Iterator[str] | None = self.shard(shard).read_text()
+            stored: Iterator[bytes] | None = self.shard(shard).read_text()
         except (sa_exc.DBAPIError, sa_exc.TimeoutError) as exc:
             if not is_outage(exc):
                 raise
@@ -153,11 +153,10 @@ class Exporter:
             stored = None
         return self._stream(stored, holds_process_series(shard))
 
-    def _stream(self, stored: Iterator[str] | None, process: bool) -> Iterator[bytes]:
+    def _stream(self, stored: Iterator[bytes] | None, process: bool) -> Iterator[bytes]:
         if process:
             up = float(stored is not None)
             yield render_series((DATABASE_UP_FAMILY,), {DATABASE_UP: [((), up)]}).encode()
-        for text in stored or ():
-            yield text.encode()
+        yield from stored or ()
         if process:
             yield generate_latest(self.process)

@@ -38,6 +38,7 @@ windows). The cache holds the groups of the latest scrape.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ from sqlalchemy.orm import Session
 from app.db import scrape
 from app.exporter import names
 from app.exporter.names import STREAK_FAMILIES
-from app.exporter.part import StoredPartCollector
+from app.exporter.part import ExpositionOf, StoredPartCollector, whole
 from app.exporter.reads import ModelRow, Shard
 from app.exporter.series import DRIFT_KINDS, objective_labels, segment_label
 from app.exporter.text import Series
@@ -68,7 +69,7 @@ StoredKey = tuple[int, str, datetime, datetime]
 """(model id, segment key, window start, computed_at): changes whenever the result does."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Outcomes:
     """The conditions of one stored window.
 
@@ -195,7 +196,7 @@ def read_stamps(session: Session, shard: Shard | None = None) -> dict[Group, Sta
     """The :data:`Stamp` of every group (of the models of ``shard``) with a fresh window
     (one statement)."""
     rows = scrape.fresh_stamps(session, shard)
-    return {(int(m), seg): (int(n), latest) for m, seg, n, latest in rows}
+    return {(int(m), sys.intern(seg)): (int(n), latest) for m, seg, n, latest in rows}
 
 
 def read_recent_keys(
@@ -209,10 +210,10 @@ def read_recent_keys(
     within each. (A window of unlabelled rows only tests nothing: it neither counts nor
     breaks a streak.)"""
     rows = scrape.recent_keys(session, groups, limit, shard)
-    return [(int(m), seg, start, computed) for m, seg, start, computed in rows]
+    return [(int(m), sys.intern(seg), start, computed) for m, seg, start, computed in rows]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GroupStreaks:
     """The recent fresh windows of one group and its streaks.
 
@@ -258,8 +259,13 @@ class GroupStreaks:
         )
 
 
-def streak_series(models: Iterable[ModelRow], groups: Mapping[Group, GroupStreaks]) -> Series:
-    """The streak samples of every exposed group, by family (pure).
+def streak_series(
+    models: Iterable[ModelRow],
+    groups: Mapping[Group, GroupStreaks],
+    exposition_of: ExpositionOf = whole,
+) -> Series:
+    """The streak samples of every exposed group, by family (pure): of the drift
+    streaks, the kinds ``exposition_of`` the group's model writes.
 
     Groups of unknown models and of segments that are not registered (any
     more) are left out.
@@ -272,8 +278,10 @@ def streak_series(models: Iterable[ModelRow], groups: Mapping[Group, GroupStreak
         if model is None or segment is None:
             continue
         labels = (model.name, segment)
+        exposition = exposition_of(model)
         for kind, count in zip(DRIFT_KINDS, group.drift, strict=True):
-            out[names.DRIFT_STREAK].append(((*labels, kind), float(count)))
+            if exposition.keeps(names.DRIFT_STREAK, kind):
+                out[names.DRIFT_STREAK].append(((*labels, kind), float(count)))
         for objective, count in zip(group.objectives, group.breached, strict=True):
             out[names.SLA_BREACH_STREAK].append(
                 ((*labels, *objective_labels(objective)), float(count))
@@ -306,10 +314,15 @@ class StreakCollector(StoredPartCollector):
         self._groups: dict[Group, GroupStreaks] = {}
 
     def read(
-        self, session: Session, models: tuple[ModelRow, ...], shard: Shard | None = None
+        self,
+        session: Session,
+        models: tuple[ModelRow, ...],
+        shard: Shard | None = None,
+        exposition_of: ExpositionOf = whole,
     ) -> Series:
         """The streak samples (read-only): one statement when no group changed, then
-        the keys of the changed groups and the documents of their new windows."""
+        the keys of the changed groups and the documents of their new windows; of the
+        drift streaks, the kinds ``exposition_of`` each model writes."""
         with self._lock:
             cached = self._groups
         objectives = {m.id: m.objectives for m in models}
@@ -326,7 +339,7 @@ class StreakCollector(StoredPartCollector):
             groups.update(self._read_groups(session, changed, stamps, objectives, cached, shard))
         with self._lock:
             self._groups = groups
-        return streak_series(models, groups)
+        return streak_series(models, groups, exposition_of)
 
     @staticmethod
     def _read_groups(

@@ -32,11 +32,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.config import Settings
-from app.db.models import ALL_SEGMENTS_LABEL, Model
+from app.db.models import ALL_SEGMENTS, ALL_SEGMENTS_LABEL, Model
 from app.exporter import collector as collector_module
 from app.exporter import names
 from app.exporter.exposition import COMPACT_METRICS, Exposition
 from app.exporter.names import FAMILIES
+from app.exporter.reads import ResultStamp
 from app.exporter.registry import MAX_SHARDS, Exporter
 from app.exporter.series import series
 from app.exporter.text import render_series
@@ -387,21 +388,36 @@ def test_a_window_recomputed_during_a_scrape_is_written_once(
     data: Populated, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     exporter: Exporter = data.client.app.state.exporter  # type: ignore[attr-defined]
-    _scrape(data)
-    cached = dict(exporter.windows._chunks)
-    first = min(cached, key=lambda k: (k[0].model_id, k[0].segment))
+    real_keys, real_windows = (
+        collector_module.read_latest_keys,
+        collector_module.read_latest_windows,
+    )
+    read: list[ResultStamp] = []
+    monkeypatch.setattr(collector_module, "read_latest_keys", lambda *a: read or real_keys(*a))
+    with data.client.app.state.session_factory() as session:  # type: ignore[attr-defined]
+        read.extend(real_keys(session))
+    first = min(read, key=lambda k: (k.model_id, k.segment))
     # the keys were read before the first window was recomputed: its cached lines are of
     # the older key, and every other window must be read again (one statement for all)
-    older = replace(first[0], computed_at=first[0].computed_at - timedelta(seconds=1))
-    real = collector_module.read_latest_keys
+    older = replace(first, computed_at=first.computed_at - timedelta(seconds=1))
+    read[read.index(first)] = older
     monkeypatch.setattr(
         collector_module,
-        "read_latest_keys",
-        lambda *a: [older if k == first[0] else k for k in real(*a)],
+        "read_latest_windows",
+        lambda *a, **k: (
+            replace(w, key=older) if w.key == first else w for w in real_windows(*a, **k)
+        ),
     )
-    exporter.windows._chunks = {(older, *first[1:]): cached[first]}
+    _scrape(data)  # caches the first window's lines under the older key
+    exporter.windows._chunks = {
+        key: lines
+        for key, lines in exporter.windows._chunks.items()
+        if key[:2] == (first.model_id, first.segment)
+    }
+    monkeypatch.setattr(collector_module, "read_latest_windows", real_windows)
     _, samples = _scrape(data)  # _parse fails on a series written twice
-    assert _get(samples, names.WINDOW_END, model=MODEL, segment=first[1]) is not None
+    segment = ALL_SEGMENTS_LABEL if first.segment == ALL_SEGMENTS else first.segment
+    assert _get(samples, names.WINDOW_END, model=MODEL, segment=segment) is not None
 
 
 def _metrics_of(samples: Samples, family: str) -> set[str]:

@@ -262,5 +262,5 @@ def test_a_cached_window_unpacks_to_its_families_lines() -> None:
     spec = next(f for f in FAMILIES if f.name == names.WINDOW_METRIC)
     odd = sample_lines(spec, [(("m\nx", "all", "f1"), 0.5), (("m", "all", "mcc"), 0.25)])
     texts = ["", odd, "", "", "a 1", ""]
-    assert _unpack(_pack(texts)) == texts
+    assert _unpack(_pack(texts)) == [text.encode() for text in texts]
     assert len(_pack([odd * 40])) < len(odd * 40) / 4

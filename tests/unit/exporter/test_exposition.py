@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 from typing import Any, get_args
@@ -21,11 +22,16 @@ import pytest
 import yaml
 from builders import model_config, sample, sums_of
 
+from app.db.models import ALL_SEGMENTS
 from app.exporter import names
-from app.exporter.exposition import COMPACT, COMPACT_METRICS, Exposition, select_by_model
+from app.exporter.estimates import StoredEstimate, estimate_series
+from app.exporter.exposition import COMPACT, COMPACT_METRICS, Exposition
+from app.exporter.reads import ModelRow
 from app.exporter.series import DRIFT_KINDS
 from app.services.models.settings import ExpositionFamily
 from app.services.windows.compute import compute_window_result
+
+NOW = datetime(2026, 11, 27, 10, tzinfo=UTC)
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 SELECTOR = re.compile(r"(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)\s*(?:\{(?P<matchers>[^}]*)\})?")
@@ -160,28 +166,20 @@ def test_the_compact_exposition_drops_what_nothing_reads() -> None:
     assert COMPACT_METRICS[names.WINDOW_METRIC_UPPER] == banded
 
 
-def _samples() -> dict[str, list[tuple[tuple[str, ...], float]]]:
-    return {
-        names.WINDOW_METRIC: [(("m", "all", "auc_pr"), 0.5), (("m", "all", "brier"), 0.1)],
-        names.WINDOW_METRIC_LOWER: [
-            (("m", "all", "calibrated_f1"), 0.4),
-            (("m", "all", "calibrated_mcc"), 0.3),
-        ],
-        names.DRIFT_FLAG: [(("m", "all", "prior"), 1.0)],
-        names.DRIFT_STREAK: [(("m", "all", "prior"), 2.0), (("m", "all", "likelihood"), 1.0)],
-    }
-
-
 def test_compact_full_and_a_list_of_families() -> None:
-    compact = COMPACT.select(_samples())
-    assert compact[names.WINDOW_METRIC] == [(("m", "all", "auc_pr"), 0.5)]
-    assert compact[names.WINDOW_METRIC_LOWER] == [(("m", "all", "calibrated_f1"), 0.4)]
-    assert compact[names.DRIFT_FLAG] == [(("m", "all", "prior"), 1.0)]
-    assert compact[names.DRIFT_STREAK] == [(("m", "all", "likelihood"), 1.0)]
-    assert Exposition.parse("full").select(_samples()) == _samples()
-    listed = Exposition.parse(f" {names.WINDOW_METRIC_LOWER} ,").select(_samples())
-    assert listed[names.WINDOW_METRIC_LOWER] == _samples()[names.WINDOW_METRIC_LOWER]
-    assert listed[names.WINDOW_METRIC] == compact[names.WINDOW_METRIC]
+    assert COMPACT.keeps(names.WINDOW_METRIC, "f1")
+    assert not COMPACT.keeps(names.WINDOW_METRIC, "brier")
+    assert not COMPACT.keeps(names.WINDOW_METRIC_LOWER, "f1")
+    assert COMPACT.keeps(names.WINDOW_METRIC_LOWER, "calibrated_f1")
+    assert not COMPACT.keeps(names.WINDOW_METRIC_UPPER, "calibrated_mcc")
+    assert COMPACT.keeps(names.DRIFT_STREAK, "likelihood")
+    assert not COMPACT.keeps(names.DRIFT_STREAK, "prior")
+    assert COMPACT.keeps(names.DRIFT_FLAG, "prior")  # a family not trimmed
+    full = Exposition.parse("full")
+    assert full.keeps(names.WINDOW_METRIC, "brier") and full.kept(names.WINDOW_METRIC) is None
+    listed = Exposition.parse(f" {names.WINDOW_METRIC_LOWER} ,")
+    assert listed.keeps(names.WINDOW_METRIC_LOWER, "f1")
+    assert listed.kept(names.WINDOW_METRIC) == COMPACT.kept(names.WINDOW_METRIC)
     assert Exposition.parse("compact") == COMPACT
 
 
@@ -206,11 +204,16 @@ def test_a_models_setting_replaces_the_services_default() -> None:
 
 
 def test_each_models_samples_follow_its_exposition() -> None:
-    samples = {
-        names.WINDOW_METRIC: [(("a", "all", "brier"), 0.1), (("b", "all", "brier"), 0.2)],
-        names.DRIFT_FLAG: [(("a", "all", "prior"), 1.0), (("b", "all", "prior"), 0.0)],
-    }
+    """A part leaves out, as it reads them, the series its model's exposition does not
+    write (the estimates here); the families not trimmed stay whole."""
+    models = [ModelRow(i, name, "1h", frozenset(), (), 0, 0) for i, name in ((1, "a"), (2, "b"))]
+    document = {"metrics": {"precision": 0.5, "recall": 0.3}, "prior": {"p_value": 0.2}}
+    stored = [StoredEstimate(m.id, ALL_SEGMENTS, NOW, document) for m in models]
     of = {"a": COMPACT, "b": Exposition.parse("full")}
-    kept = select_by_model(samples, of.__getitem__)
-    assert kept[names.WINDOW_METRIC] == [(("b", "all", "brier"), 0.2)]
-    assert kept[names.DRIFT_FLAG] == samples[names.DRIFT_FLAG]
+    out = estimate_series(models, stored, [], lambda model: of[model.name])
+    assert out[names.WINDOW_ESTIMATE] == [
+        (("a", "all", "precision"), 0.5),
+        (("b", "all", "precision"), 0.5),
+        (("b", "all", "recall"), 0.3),
+    ]
+    assert [labels[0] for labels, _ in out[names.ESTIMATE_P_VALUE]] == ["a", "b"]
