@@ -67,6 +67,7 @@ from sqlalchemy import (
     case,
     delete,
     func,
+    literal_column,
     or_,
     select,
     text,
@@ -83,6 +84,7 @@ from sqlalchemy.sql.visitors import ExternallyTraversible, replacement_traverse
 from app.db.models import WA, BatchDelta, Model, QuarantinedDelta, WindowMetrics
 from app.db.session import BINARY_RESULTS
 from app.db.types import UTCDateTime
+from app.statuses import StoredStatus
 
 BD = BatchDelta
 _WA_TABLE = cast(Table, WA.__table__)
@@ -116,6 +118,8 @@ class Claim:
         the intervals and the ``maturity`` document of the window's stored result
         when it was claimed (None: no result yet). Only the completion of a claim
         writes that result, so they cannot change while this claim holds.
+    stored_note : the ``error`` of that result when its status is fresh: what
+        earlier refreshes quarantined (None: nothing), carried by this one.
     """
 
     model_id: int
@@ -128,6 +132,7 @@ class Claim:
     stored_version: int | None
     stored_intervals: Mapping[str, Any] | None
     stored_maturity: Mapping[str, Any] | None = None
+    stored_note: str | None = None
 
     @property
     def key(self) -> AggregateKey:
@@ -257,6 +262,20 @@ def _same_window(keyed: Any) -> Any:
     )
 
 
+def _same_updated_window(keyed: Any) -> Any:
+    """:func:`_same_window` in the ``RETURNING`` clause of an ``UPDATE`` of
+    ``window_aggregate``, the key written qualified: SQLite's compiler renders the
+    updated table's columns there unqualified, and inside a subquery an unqualified
+    ``model_id`` names the subquery's own column (``model_id = model_id`` holds for
+    every row: the subquery would read another window's row)."""
+    return and_(
+        *(
+            getattr(keyed, column.key) == literal_column(f"{_WA_TABLE.name}.{column.key}")
+            for column in _KEY
+        )
+    )
+
+
 def _joined_waiting(columns: Any, waiting: FromClause) -> Select[Any]:
     return select(*columns).join(waiting, _same_window(waiting.c))
 
@@ -358,6 +377,9 @@ def _group_limit(candidates: FromClause) -> Any:
     ).scalar_subquery()
 
 
+_FRESH = WindowMetrics.status == StoredStatus.FRESH
+
+
 @cache
 def _claim_statement(grouped: bool, dialect: str) -> Update:
     """The claim (built once; the times and the group size are parameters). A claim
@@ -377,11 +399,12 @@ def _claim_statement(grouped: bool, dialect: str) -> Update:
         .correlate(None)
     )
     stored = [
-        select(column).where(_same_window(WindowMetrics)).scalar_subquery().label(label)
+        select(column).where(_same_updated_window(WindowMetrics)).scalar_subquery().label(label)
         for column, label in (
             (WindowMetrics.aggregate_version, "stored_version"),
             (WindowMetrics.intervals, "stored_intervals"),
             (WindowMetrics.maturity, "stored_maturity"),
+            (case((_FRESH, WindowMetrics.error)), "stored_note"),
         )
     ]
     model_version = (
@@ -473,6 +496,7 @@ def claim_group(
                 stored_version=None if row.stored_version is None else int(row.stored_version),
                 stored_intervals=row.stored_intervals,
                 stored_maturity=row.stored_maturity,
+                stored_note=row.stored_note,
             ),
             row,
         )

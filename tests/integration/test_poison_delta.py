@@ -110,13 +110,25 @@ def test_a_poison_delta_is_quarantined_and_its_group_goes_fresh(
     assert _counter(exposition, "priorwatch_batches_ingested_total", "fraud") == 2
     assert _counter(exposition, "priorwatch_predictions_ingested_total", "fraud") == 600
 
+    # a later refresh of the window (a new batch) still says what was left out
+    r = api.post_batch("fraud", tokens["fraud"], _batch(rng))
+    assert r.status_code == 202, r.text
+    while (group := jobs.claim()) is not None:
+        jobs.run(group)
+    (window,) = api.client.get(
+        "/v1/models/fraud/windows", headers=api.bearer(tokens["fraud"])
+    ).json()["windows"]
+    assert window["status"] == "fresh" and window["n"] == 600
+    assert window["error"].startswith("1 delta quarantined, not counted")
+    assert f"batch {poison}: OverflowError" in window["error"]
+
     r = api.client.get(
         "/v1/models/fraud/windows",
         params={"granularity": "6h"},
         headers=api.bearer(tokens["fraud"]),
     )
     assert r.status_code == 200, r.text
-    assert [w["n"] for w in r.json()["windows"]] == [300]
+    assert [w["n"] for w in r.json()["windows"]] == [600]
 
 
 def test_re_windowing_skips_a_poison_delta_the_worker_has_not_reached(

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db import queue
-from app.db.models import ALL_SEGMENTS, BatchDelta, WindowAggregate
+from app.db.models import ALL_SEGMENTS, BatchDelta, WindowAggregate, WindowMetrics
 from app.db.session import write_transaction
 from app.services.models.config import ModelConfig
 from app.services.models.registry import get_model, update_model
@@ -103,6 +103,29 @@ def test_a_claim_takes_half_of_the_claimable_windows_up_to_the_group_size(
     assert sorted(c.claim.window_start for c in claimed) == starts
     assert all(c.claim.attempt == 1 and len(c.batch_ids) == 1 for c in claimed)
     assert all(c.sums.n == 200 and c.claim.stored_version is None for c in claimed)
+
+
+def test_a_claim_reads_the_stored_result_of_its_own_window(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """The stored version, intervals and note a claim returns are those of the claimed
+    window, not of another window's stored row (on SQLite the claim's RETURNING clause
+    once compared the key with itself and read the first stored row)."""
+    model, starts = _fill(factory, settings, 3)
+    jobs = DatabaseJobs(factory, lease_seconds=60, claim_group_size=1)
+    while (group := jobs.claim()) is not None:  # the three windows
+        jobs.run(group)
+    post_batch(factory, model, settings, at=starts[2], rng=np.random.default_rng(0), n=200)
+    (claimed,) = _claim(factory, group_size=1)
+    assert claimed.claim.window_start == starts[2]
+    with factory() as session:
+        stored = session.get(WindowMetrics, claimed.claim.key)
+        others = session.scalars(sa.select(WindowMetrics.intervals)).all()
+    assert stored is not None and stored.intervals and len(others) == 3
+    assert sum(intervals == stored.intervals for intervals in others) == 1  # told apart
+    assert claimed.claim.stored_version == stored.aggregate_version
+    assert claimed.claim.stored_intervals == stored.intervals
+    assert claimed.claim.stored_note is None
 
 
 def test_two_workers_claiming_groups_never_claim_a_window_twice(

@@ -370,7 +370,8 @@ def quarantine_note(quarantined: Sequence[queue.Quarantined]) -> str | None:
 def _stored_result(computed: Computed, version: int, now: datetime) -> queue.StoredResult:
     """What ``window_metrics`` stores for a computed window (aggregate ``version``)."""
     claim, result = computed.claimed.claim, computed.result
-    note = quarantine_note(computed.claimed.quarantined)
+    notes = (quarantine_note(computed.claimed.quarantined), claim.stored_note)
+    note = "; ".join(n for n in notes if n) or None  # what was ever left out stays said
     if result is None:
         failed = computed.error or "computation failed"
         error = {"error": failed if note is None else f"{failed}; {note}"}
