@@ -408,7 +408,10 @@ def _claim_statement(grouped: bool, dialect: str) -> Update:
         )
     ]
     model_version = (
-        select(Model.updated_at).where(Model.id == WA.model_id).scalar_subquery().label("model_at")
+        select(Model.updated_at)
+        .where(Model.id == literal_column(f"{_WA_TABLE.name}.model_id"))
+        .scalar_subquery()
+        .label("model_at")
     )
     table = _WA_TABLE
     statement = (
