@@ -12,8 +12,9 @@ refresh (summary or detail): all of it, the computation
 (``DatabaseJobs.claim``: claim statement, deltas, models, fold, drift
 references), the persist (``persist_group``: lock, fold, result upsert,
 dependents) and the rest of a run (reference look-ups, the read transaction's
-end). The first group of a run is reported apart: it builds and compiles the
-queue's statements, once per process.
+end); beside them, the CPU of the database's PostgreSQL backends (from /proc:
+the server must run on this machine). The first group of a run is reported
+apart: it builds and compiles the queue's statements, once per process.
 
 To compare two versions of the code, run the script alternately with each on
 ``PYTHONPATH`` (e.g. an older commit extracted with ``git archive``): the
@@ -32,14 +33,14 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
-from _common import batch_body, migrated_postgres_database
+from _common import batch_body, cpu_seconds, migrated_postgres_database
 
 from app.config import Settings
 from app.db.session import make_engine, make_session_factory
@@ -132,6 +133,21 @@ class Clock:
         return timed
 
 
+BACKEND_PIDS = sa.text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+
+
+def backend_cpu(engine: sa.Engine) -> dict[int, float]:
+    """CPU seconds of the PostgreSQL backends serving ``engine``'s database, by pid
+    (from /proc: empty when the server runs on another machine)."""
+    with engine.connect() as conn:
+        pids = conn.execute(BACKEND_PIDS).scalars().all()
+    found = {}
+    for pid in pids:
+        with suppress(OSError, IndexError, ValueError):
+            found[int(pid)] = cpu_seconds(int(pid))
+    return found
+
+
 @dataclass
 class Drain:
     refreshes: int
@@ -141,6 +157,8 @@ class Drain:
     compute: float
     claim: float
     persist: float
+    postgres: float | None
+    """CPU seconds of the database's backends after the first group (None: not seen)."""
 
 
 def drain_copy(url: str) -> Drain:
@@ -169,6 +187,7 @@ def drain_copy(url: str) -> Drain:
         first_refreshes = compute.calls
         compute.seconds = persist.seconds = 0.0
         claiming = 0.0
+        backends = backend_cpu(engine)
         started = time.process_time()
         while True:
             before = time.process_time()
@@ -178,6 +197,8 @@ def drain_copy(url: str) -> Drain:
                 break
             jobs.run(job)
         total = time.process_time() - started
+        after = backend_cpu(engine)
+        postgres = sum(v - backends.get(p, 0.0) for p, v in after.items()) if after else None
     finally:
         groups.compute_window_result, groups.persist_group = real_compute, real_persist  # type: ignore[assignment]
         engine.dispose()
@@ -190,6 +211,7 @@ def drain_copy(url: str) -> Drain:
         compute.seconds,
         claiming,
         persist.seconds,
+        postgres,
     )
 
 
@@ -202,7 +224,8 @@ def report(run: int, d: Drain) -> None:
     print(
         f"  run {run}: {d.refreshes} refreshes after the first group; CPU per refresh "
         f"{ms(d.total)} ms = computation {ms(d.compute)} + outside {ms(outside)} ms "
-        f"(claim {ms(d.claim)}, persist {ms(d.persist)}, rest {ms(rest)}); the first group "
+        f"(claim {ms(d.claim)}, persist {ms(d.persist)}, rest {ms(rest)}); PostgreSQL "
+        f"{'n/a' if d.postgres is None else ms(d.postgres)} ms; the first group "
         f"({d.first_refreshes} refreshes) {d.first_outside * 1e3:.0f} ms outside the "
         f"computation; load average {os.getloadavg()[0]:.1f}",
         flush=True,
