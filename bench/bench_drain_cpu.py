@@ -13,8 +13,10 @@ refresh (summary or detail): all of it, the computation
 references), the persist (``persist_group``: lock, fold, result upsert,
 dependents) and the rest of a run (reference look-ups, the read transaction's
 end); beside them, the CPU of the database's PostgreSQL backends (from /proc:
-the server must run on this machine). The first group of a run is reported
-apart: it builds and compiles the queue's statements, once per process.
+the server must run on this machine); and the CPU outside the computation
+per refresh of the groups of summaries and of the groups holding a detail
+apart. The first group of a run is reported apart: it builds and compiles
+the queue's statements, once per process.
 
 To compare two versions of the code, run the script alternately with each on
 ``PYTHONPATH`` (e.g. an older commit extracted with ``git archive``): the
@@ -49,6 +51,7 @@ from app.services.models.config import ModelConfig
 from app.services.models.registry import create_model
 from app.services.models.settings import ModelCreate
 from app.services.refresh import groups
+from app.services.windows.compute import Tier
 from app.timegrid import window_start
 from app.worker.jobs import DatabaseJobs
 from app.worker.runner import warm_up
@@ -116,6 +119,8 @@ class Clock:
 
     seconds: float = 0.0
     calls: int = 0
+    results: list[Any] = field(default_factory=list)
+    """What the calls returned (the computed results' tiers are read from them)."""
     _depth: int = field(default=0, repr=False)
 
     def around(self, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -123,7 +128,9 @@ class Clock:
             self._depth += 1
             started = time.process_time()
             try:
-                return func(*args, **kwargs)
+                result = func(*args, **kwargs)
+                self.results.append(result)
+                return result
             finally:
                 self._depth -= 1
                 if self._depth == 0:
@@ -159,6 +166,8 @@ class Drain:
     persist: float
     postgres: float | None
     """CPU seconds of the database's backends after the first group (None: not seen)."""
+    by_tier: dict[Tier, tuple[int, float]]
+    """Refreshes and CPU seconds outside the computation of the groups of one tier."""
 
 
 def drain_copy(url: str) -> Drain:
@@ -188,14 +197,22 @@ def drain_copy(url: str) -> Drain:
         compute.seconds = persist.seconds = 0.0
         claiming = 0.0
         backends = backend_cpu(engine)
+        by_tier = dict.fromkeys(Tier, (0, 0.0))
         started = time.process_time()
         while True:
-            before = time.process_time()
+            before, computing = time.process_time(), compute.seconds
             job = jobs.claim()
             claiming += time.process_time() - before
             if job is None:
                 break
+            compute.results.clear()
             jobs.run(job)
+            if not compute.results:
+                continue
+            tier = min((r.tier for r in compute.results), key=lambda t: t is Tier.SUMMARY)
+            outside = time.process_time() - before - (compute.seconds - computing)
+            count, seconds = by_tier[tier]
+            by_tier[tier] = (count + len(compute.results), seconds + outside)
         total = time.process_time() - started
         after = backend_cpu(engine)
         postgres = sum(v - backends.get(p, 0.0) for p, v in after.items()) if after else None
@@ -212,6 +229,7 @@ def drain_copy(url: str) -> Drain:
         claiming,
         persist.seconds,
         postgres,
+        by_tier,
     )
 
 
@@ -230,6 +248,12 @@ def report(run: int, d: Drain) -> None:
         f"computation; load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )
+    tiers = [
+        f"{tier.name.lower()} refreshes {seconds / count * 1e3:.2f} ms ({count})"
+        for tier, (count, seconds) in d.by_tier.items()
+        if count
+    ]
+    print(f"    outside the computation, by the groups' tier: {'; '.join(tiers)}", flush=True)
 
 
 def main() -> None:
