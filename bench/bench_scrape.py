@@ -61,7 +61,7 @@ from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMet
 from app.exporter.exposition import Exposition
 from app.exporter.reads import read_models
 from app.exporter.registry import Exporter
-from app.main import create_app
+from app.main import create_app, settle_garbage_collection
 from app.metrics.binning import default_bin_edges
 from app.services.models.config import ModelConfig
 from app.services.windows.compute import compute_window_result
@@ -401,6 +401,7 @@ def fleet(url: str) -> None:
         _env_file=None, database_url=url, embedded_worker=False, admin_token=ADMIN_TOKEN
     )
     app = create_app(settings)
+    settle_garbage_collection()  # as `priorwatch serve` does once its application is built
     exporter = app.state.exporter
     if "--profile" in sys.argv:
         _profile_cold_shard(exporter)

@@ -12,11 +12,13 @@ each read is for.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     ColumnElement,
     Float,
     Row,
@@ -194,15 +196,40 @@ def latest_keys(session: Session, shard: tuple[int, int] | None = None) -> Seque
     return session.execute(_latest(shard=shard)).all()
 
 
+@dataclass(frozen=True)
+class Projection:
+    """The members of a latest window's documents a scrape reads: on PostgreSQL only
+    these are built and sent (a member absent from a document reads null), elsewhere the
+    documents are read whole.
+
+    Attributes
+    ----------
+    metrics, intervals : sequence of str, optional
+        The names read of ``metrics`` and ``intervals`` (None: every one).
+    judged : sequence of str
+        The names read of the ``maturity`` document's ``metrics`` and ``intervals`` (its
+        ``reasons`` whole, ``{}`` when absent; nothing else of it).
+    drift : mapping of str to sequence of str
+        Per test of the drift verdict (``prior``, ...) the members read of it.
+    """
+
+    metrics: Sequence[str] | None
+    intervals: Sequence[str] | None
+    judged: Sequence[str]
+    drift: Mapping[str, Sequence[str]]
+
+
 def latest_documents(
     session: Session,
     only: Sequence[WindowId] | None = None,
     shard: tuple[int, int] | None = None,
+    projection: Projection | None = None,
 ) -> Iterator[Record]:
     """The latest fresh windows as :func:`latest_keys` reads them, then ``n, positives``,
     the ``metrics, intervals, reasons, drift`` documents as text, whether the detail
-    is of the metrics' version and the ``maturity`` document as text; fetched
-    :data:`KEYS_PER_QUERY` rows at a time.
+    is of the metrics' version and the ``maturity`` document as text (on PostgreSQL
+    only the members of ``projection``, if given); fetched :data:`KEYS_PER_QUERY` rows at
+    a time.
 
     With ``only``: those windows instead, if still fresh (one statement per
     :data:`KEYS_PER_QUERY`); else the latest of the models of ``shard`` (one statement).
@@ -210,12 +237,12 @@ def latest_documents(
     documents = (
         WA.n,
         WA.positives,
-        _as_text(WM.metrics),
-        _as_text(WM.intervals),
-        _as_text(WM.reasons),
-        _as_text(WM.drift),
+        WM.metrics,
+        WM.intervals,
+        WM.reasons,
+        WM.drift,
         WM.detail_version == WM.aggregate_version,
-        _as_text(WM.maturity),
+        WM.maturity,
     )
     if only is None:
         statements = [_latest(*documents, shard=shard)]
@@ -228,8 +255,84 @@ def latest_documents(
             )
             for i in range(0, len(keys), KEYS_PER_QUERY)
         ]
+    postgres = session.get_bind().dialect.name == "postgresql"
     for statement in statements:
-        yield from session.execute(statement.execution_options(yield_per=KEYS_PER_QUERY))
+        projected = _projected(statement, projection if postgres else None)
+        yield from session.execute(projected.execution_options(yield_per=KEYS_PER_QUERY))
+
+
+def _projected(statement: Select[Any], projection: Projection | None) -> Select[Any]:
+    """The rows of :func:`latest_documents`' ``statement``, its documents as text: whole
+    without ``projection``, else built of its members out of each document opened once
+    (an inner SELECT kept apart by ``OFFSET 0``, as in :func:`outcome_values`)."""
+    columns = list(statement.selected_columns)
+    if projection is None:
+        for i in (7, 8, 9, 10, 12):
+            columns[i] = _as_text(columns[i])
+        return statement.with_only_columns(*columns)
+    opened = [column.label(f"c{i}") for i, column in enumerate(statement.selected_columns)]
+    for i in (7, 8, 10, 12):  # metrics, intervals, drift, maturity
+        opened[i] = _opened_copy(statement.selected_columns[i]).label(f"c{i}")
+    c = list(statement.with_only_columns(*opened).offset(0).subquery().c)
+    metrics, intervals, reasons, drift, current, maturity = c[7:13]
+    judged = _object(
+        {
+            "metrics": _picked(maturity["metrics"], projection.judged),
+            "intervals": _picked(maturity["intervals"], projection.judged),
+            "reasons": func.coalesce(maturity["reasons"], func.jsonb_build_object()),
+        },
+        maturity,
+    )
+    tests = {kind: _picked(drift[kind], members) for kind, members in projection.drift.items()}
+    return select(
+        *c[:7],
+        _as_text(_if_object(metrics, _picked(metrics, projection.metrics))),
+        _as_text(_if_object(intervals, _picked(intervals, projection.intervals))),
+        _as_text(reasons),
+        _as_text(_if_object(drift, _object(tests, drift))),
+        current,
+        _as_text(_if_object(maturity, judged)),
+    )
+
+
+def _opened_copy(document: Any) -> Any:
+    """``document`` decompressed once (PostgreSQL: ``#> '{}'``, the empty path, returns
+    it as it is, detoasted), so that the members read out of it do not decompress it each
+    again."""
+    return document.op("#>")(cast(literal("{}"), ARRAY(Text)))
+
+
+def _picked(document: Any, names: Sequence[str] | None) -> Any:
+    """The object of ``document``'s members ``names`` (None: ``document`` itself)."""
+    if names is None:
+        return document
+    return _object({name: document[name] for name in names}, document)
+
+
+def _present(document: Any, names: Sequence[str] | None) -> Any:
+    """The object of those of ``document``'s members ``names`` it holds (None:
+    ``document`` itself): a name it does not hold stays absent, as :func:`_picked` makes
+    it null."""
+    if names is None:
+        return document
+    empty = cast(literal("{}"), document.type)
+    out: Any = empty
+    for name in names:
+        holds = document.op("?", is_comparison=True)(name)
+        out = out.op("||")(case((holds, _object({name: document[name]}, document)), else_=empty))
+    return out
+
+
+def _object(members: Mapping[str, Any], like: Any) -> Any:
+    """``jsonb_build_object`` of ``members``, typed as the document ``like``."""
+    pairs = [part for name, value in members.items() for part in (literal(name), value)]
+    return func.jsonb_build_object(*pairs, type_=like.type)
+
+
+def _if_object(document: Any, built: Any) -> Any:
+    """``built`` where ``document`` is a JSON object, else ``document`` as it is (SQL or
+    JSON null, ...)."""
+    return case((func.jsonb_typeof(document) == "object", built), else_=document)
 
 
 BOTH_KINDS: ColumnElement[bool] = and_(WA.n_unlabelled > 0, WA.n > 0)
@@ -305,16 +408,16 @@ def latest_maturity_keys(
 def maturity_documents(
     session: Session,
     only: Sequence[WindowId] | None,
-    members: Sequence[str],
+    members: Mapping[str, Sequence[str] | None],
     shard: tuple[int, int] | None = None,
 ) -> Iterator[Record]:
     """``model_id, segment, window_start, computed_at`` and the stored ``maturity`` document
-    as text (on PostgreSQL only its ``members``: a member absent from the document reads
-    null) of the fresh windows ``only`` (:data:`KEYS_PER_QUERY` per statement), or without
-    them of every window :func:`latest_maturity_keys` reads (one statement); fetched
-    :data:`KEYS_PER_QUERY` rows at a time."""
-    document = _as_text(_members(session, WM.maturity, members))
-    columns = (*WINDOW_KEY, WM.computed_at, document)
+    as text (on PostgreSQL only its ``members``, each whole (None) or only the names given
+    of it: a member or name absent from the document reads null) of the fresh windows
+    ``only`` (:data:`KEYS_PER_QUERY` per statement), or without them of every window
+    :func:`latest_maturity_keys` reads (one statement); fetched :data:`KEYS_PER_QUERY`
+    rows at a time."""
+    columns = (*WINDOW_KEY, WM.computed_at, _opened(session, WM.maturity).label("maturity"))
     if only is None:
         latest = _latest_meeting(BOTH_KINDS, shard)
         statements = [select(*columns).join(latest, _is(latest))]
@@ -327,18 +430,15 @@ def maturity_documents(
             )
             for i in range(0, len(keys), KEYS_PER_QUERY)
         ]
+    postgres = session.get_bind().dialect.name == "postgresql"
     for statement in statements:
-        yield from session.execute(statement.execution_options(yield_per=KEYS_PER_QUERY))
-
-
-def _members(session: Session, document: Any, members: Sequence[str]) -> Any:
-    """On PostgreSQL the object of ``document``'s ``members`` only (null when it is null):
-    the rest is neither sent nor decoded. Elsewhere ``document`` whole."""
-    if session.get_bind().dialect.name != "postgresql":
-        return document
-    pairs = [part for member in members for part in (literal(member), document[member])]
-    projected = func.jsonb_build_object(*pairs, type_=document.type)
-    return case((document.is_(None), None), else_=projected)
+        c = list(statement.offset(0).subquery().c)
+        document = c[4]
+        if postgres:
+            picked = {name: _present(document[name], names) for name, names in members.items()}
+            document = _if_object(document, _object(picked, document))
+        projected = select(*c[:4], _as_text(document))
+        yield from session.execute(projected.execution_options(yield_per=KEYS_PER_QUERY))
 
 
 def fresh_stamps(session: Session, shard: tuple[int, int] | None = None) -> Sequence[Record]:
@@ -426,7 +526,7 @@ def _opened(session: Session, document: Any) -> Any:
     one reads null either way)."""
     if session.get_bind().dialect.name != "postgresql":
         return document
-    return func.jsonb_strip_nulls(document, type_=document.type)
+    return _opened_copy(document)
 
 
 def outcome_values(
@@ -474,7 +574,7 @@ def _outcome_statement(
         select(
             *WINDOW_KEY,
             WM.computed_at,
-            WM.drift,
+            _opened(session, WM.drift).label("drift"),
             (WM.detail_version == WM.aggregate_version).label("current"),
             _opened(session, WM.metrics).label("metrics"),
             _opened(session, WM.intervals).label("intervals"),

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session
 
 from app.db.queue import queue_stats
+from app.db.scrape import Projection
 from app.exporter.exposition import COMPACT, Exposition
 from app.exporter.names import FAMILIES, FamilySpec
 from app.exporter.reads import (
@@ -38,6 +39,7 @@ from app.exporter.series import (
     families,
     holds_process_series,
     model_series,
+    read_projection,
     segment_label,
     window_series,
 )
@@ -169,7 +171,9 @@ class WindowResultsCollector(Collector):
                 missing = [stamp for key, stamp in wanted if key not in chunks]
                 at = {(k.model_id, k.segment, k.start) for k in missing}
                 by_model = {m.id: m for m in models}
-                for window in _read_windows(session, missing, len(wanted), self._shard):
+                projection = read_projection(models, self.exposition_of)
+                windows = _read_windows(session, missing, len(wanted), self._shard, projection)
+                for window in windows:
                     read = window.key
                     if (read.model_id, read.segment, read.start) in at:  # else cached, or newer
                         self._add_chunk(chunks, by_model[read.model_id], window)
@@ -206,15 +210,20 @@ def _unpack(chunk: bytes) -> list[bytes]:
 
 
 def _read_windows(
-    session: Session, missing: list[ResultStamp], wanted: int, shard: Shard | None
+    session: Session,
+    missing: list[ResultStamp],
+    wanted: int,
+    shard: Shard | None,
+    projection: Projection,
 ) -> Iterator[LatestWindow]:
-    """The documents of the ``missing`` windows: by key when they are few, else every
-    latest window of the shard in one statement (a cold cache: many IN lists cost more)."""
+    """The documents of the ``missing`` windows (only the members of ``projection``): by
+    key when they are few, else every latest window of the shard in one statement (a cold
+    cache: many IN lists cost more)."""
     if not missing:
         return iter(())
     if len(missing) * 2 <= wanted:
-        return read_latest_windows(session, missing)
-    return read_latest_windows(session, shard=shard)
+        return read_latest_windows(session, missing, projection=projection)
+    return read_latest_windows(session, shard=shard, projection=projection)
 
 
 WRITTEN = 1 << 20

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -55,6 +55,8 @@ AGES: Mapping[str, timedelta] = {
 
 EXPOSED_PARTS = ("completeness", "prior", "metrics")
 """The members of a ``maturity`` document the exposition reads."""
+PRIOR_READ = ("value",)
+"""What the exposition reads of a ``maturity`` document's ``prior``."""
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,9 @@ def read_maturity(
         return out
     only = None if len(missing) * 2 > len(keys) else [key[:3] for key in missing]
     wanted = {key[:2] for key in missing}
+    members = _members_read({kept(group[0]) for group in wanted})
     for model_id, segment, start, computed, text in maturity_documents(
-        session, only, EXPOSED_PARTS, shard
+        session, only, members, shard
     ):
         group = (int(model_id), segment)
         if group in wanted:  # else cached (read with the whole shard)
@@ -119,6 +122,17 @@ def read_maturity(
                 stored = orjson.dumps(_trimmed(document, names_kept)).decode()
             out[group] = ((*group, start, computed), names_kept, stored)
     return out
+
+
+def _members_read(kept: Iterable[frozenset[str] | None]) -> dict[str, Sequence[str] | None]:
+    """The members of the documents :func:`read_maturity` reads (:data:`EXPOSED_PARTS`), of
+    ``prior`` its value, of ``metrics`` the names of any of ``kept`` (every one when one
+    of them is None)."""
+    names: set[str] | None = set()
+    for names_kept in kept:
+        names = None if names is None or names_kept is None else names | names_kept
+    metrics = None if names is None else sorted(names)
+    return {"completeness": None, "prior": PRIOR_READ, "metrics": metrics}
 
 
 def stored_maturity(read: Mapping[Group, Read]) -> list[StoredMaturity]:

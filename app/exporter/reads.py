@@ -193,7 +193,10 @@ def json_document(text: str | None) -> Any:
 
 
 def read_latest_windows(
-    session: Session, only: Collection[ResultStamp] | None = None, shard: Shard | None = None
+    session: Session,
+    only: Collection[ResultStamp] | None = None,
+    shard: Shard | None = None,
+    projection: scrape.Projection | None = None,
 ) -> Iterator[LatestWindow]:
     """The latest fresh windows with their stored documents, as they are fetched
     (:data:`~app.db.scrape.KEYS_PER_QUERY` rows at a time: the documents of a large fleet are
@@ -207,9 +210,13 @@ def read_latest_windows(
         instead of every latest fresh window (one statement).
     shard : (index, count), optional
         Without ``only``: the latest fresh windows of the models of this shard.
+    projection : Projection, optional
+        Only these members of the documents (on PostgreSQL; :class:`app.db.scrape.Projection`);
+        None: the documents whole.
     """
     keys = None if only is None else [(k.model_id, k.segment, k.start) for k in only]
-    yield from (_latest_window(r) for r in scrape.latest_documents(session, keys, shard))
+    rows = scrape.latest_documents(session, keys, shard, projection)
+    yield from (_latest_window(r) for r in rows)
 
 
 def _latest_window(r: Any) -> LatestWindow:

@@ -13,13 +13,14 @@ completed values (its ``maturity`` document), as the SLA report does.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from typing import Any
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from app.db.models import ALL_SEGMENTS, ALL_SEGMENTS_LABEL
 from app.db.queue import QueueStats
+from app.db.scrape import Projection
 from app.exporter import names
 from app.exporter.exposition import FULL, Exposition
 from app.exporter.names import FAMILIES, FamilySpec
@@ -30,6 +31,8 @@ from app.timegrid import window_length
 
 DRIFT_KINDS: tuple[str, ...] = ("prior", "likelihood")
 """``kind`` label values of the drift gauges."""
+DRIFT_MEMBERS: tuple[str, ...] = ("flag", "p_value", "effect")
+"""What the drift gauges read of each test of a stored drift verdict."""
 
 
 def measured(value: Any) -> float | None:
@@ -96,6 +99,34 @@ def window_series(
         if gauge is not None:
             out[names.SLA_MET].append(((*labels, *objective_labels(objective)), gauge))
     return out
+
+
+def read_projection(
+    models: Iterable[ModelRow], exposition_of: Callable[[ModelRow], Exposition]
+) -> Projection:
+    """What :func:`window_series` reads of the stored documents of ``models``' windows,
+    each model written as ``exposition_of`` it says: the metrics and interval bounds
+    written (every one as soon as one model writes every one) and those its objectives
+    judge, of the drift verdict the members :func:`_add_drift` reads."""
+    objectives = {o.evaluated_as for m in models for o in m.objectives}
+    metrics: set[str] | None = set(objectives)
+    intervals: set[str] | None = set(objectives)
+    for model in models:
+        exposition = exposition_of(model)
+        metrics = _with(metrics, exposition.kept(names.WINDOW_METRIC))
+        for family in (names.WINDOW_METRIC_LOWER, names.WINDOW_METRIC_UPPER):
+            intervals = _with(intervals, exposition.kept(family))
+    return Projection(
+        metrics=None if metrics is None else sorted(metrics),
+        intervals=None if intervals is None else sorted(intervals),
+        judged=sorted(objectives),
+        drift={kind: DRIFT_MEMBERS for kind in DRIFT_KINDS},
+    )
+
+
+def _with(names_read: set[str] | None, kept: Set[str] | None) -> set[str] | None:
+    """``names_read`` and ``kept`` (None, every name, if either is)."""
+    return None if names_read is None or kept is None else names_read | kept
 
 
 def _add_named(

@@ -43,7 +43,7 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy.orm import Session
 
@@ -69,9 +69,9 @@ StoredKey = tuple[int, str, datetime, datetime]
 """(model id, segment key, window start, computed_at): changes whenever the result does."""
 
 
-@dataclass(frozen=True, slots=True)
-class Outcomes:
-    """The conditions of one stored window.
+class Outcomes(NamedTuple):
+    """The conditions of one stored window (a tuple: the garbage collector stops tracking
+    it, where the streak caches of a fleet hold tens of thousands).
 
     Attributes
     ----------

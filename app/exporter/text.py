@@ -49,17 +49,23 @@ def exposed_name(spec: FamilySpec) -> str:
     return spec.name + "_total" if spec.kind == "counter" else spec.name
 
 
+@lru_cache(maxsize=256)
+def _line_parts(spec: FamilySpec) -> tuple[str, tuple[str, ...], str]:
+    """The sample name of ``spec``, the ``label="`` openings of all its labels but the
+    last, and that of the last (built once per family, not per window)."""
+    keys = [f'{label}="' for label in spec.labels] or [""]
+    return exposed_name(spec), tuple(keys[:-1]), keys[-1]
+
+
 def sample_lines(spec: FamilySpec, samples: Iterable[Sample]) -> str:
     """One line per sample of the family (no HELP/TYPE, no trailing newline).
 
     Samples that share all labels but the last (e.g. every metric of one
     window) share one escaped prefix, built once.
     """
-    name = exposed_name(spec)
+    name, head_keys, last_key = _line_parts(spec)
     if not spec.labels:
         return "\n".join(f"{name} {format_value(value)}" for _, value in samples)
-    keys = [f'{label}="' for label in spec.labels]
-    head_keys, last_key = keys[:-1], keys[-1]
     prefixes: dict[tuple[str, ...], str] = {}
     lines: list[str] = []
     append, isfinite, esc = lines.append, math.isfinite, escape_label_value
@@ -67,7 +73,7 @@ def sample_lines(spec: FamilySpec, samples: Iterable[Sample]) -> str:
         head = labels[:-1]
         prefix = prefixes.get(head)
         if prefix is None:
-            pairs = "".join(k + esc(v) + '",' for k, v in zip(head_keys, head, strict=True))
+            pairs = "".join([k + esc(v) + '",' for k, v in zip(head_keys, head, strict=True)])
             prefix = prefixes[head] = f"{name}{{{pairs}{last_key}"
         last = labels[-1]
         append(f'{prefix}{esc(last)}"}} {repr(value) if isfinite(value) else format_value(value)}')
