@@ -247,14 +247,7 @@ def latest_documents(
     if only is None:
         statements = [_latest(*documents, shard=shard)]
     else:
-        keys = list(only)
-        statements = [
-            _with_aggregate(*documents).where(
-                WM.status == StoredStatus.FRESH,
-                _among(session, WINDOW_KEY, keys[i : i + KEYS_PER_QUERY]),
-            )
-            for i in range(0, len(keys), KEYS_PER_QUERY)
-        ]
+        statements = _fresh_among(session, _with_aggregate(*documents), only)
     postgres = session.get_bind().dialect.name == "postgresql"
     for statement in statements:
         projected = _projected(statement, projection if postgres else None)
@@ -333,6 +326,19 @@ def _if_object(document: Any, built: Any) -> Any:
     """``built`` where ``document`` is a JSON object, else ``document`` as it is (SQL or
     JSON null, ...)."""
     return case((func.jsonb_typeof(document) == "object", built), else_=document)
+
+
+def _fresh_among(session: Session, query: Select[Any], keys: Sequence[WindowId]) -> list[Any]:
+    """``query`` restricted to the fresh windows among ``keys``, :data:`KEYS_PER_QUERY`
+    keys a statement."""
+    keys = list(keys)
+    return [
+        query.where(
+            WM.status == StoredStatus.FRESH,
+            _among(session, WINDOW_KEY, keys[i : i + KEYS_PER_QUERY]),
+        )
+        for i in range(0, len(keys), KEYS_PER_QUERY)
+    ]
 
 
 BOTH_KINDS: ColumnElement[bool] = and_(WA.n_unlabelled > 0, WA.n > 0)
@@ -422,14 +428,7 @@ def maturity_documents(
         latest = _latest_meeting(BOTH_KINDS, shard)
         statements = [select(*columns).join(latest, _is(latest))]
     else:
-        keys = list(only)
-        statements = [
-            select(*columns).where(
-                WM.status == StoredStatus.FRESH,
-                _among(session, WINDOW_KEY, keys[i : i + KEYS_PER_QUERY]),
-            )
-            for i in range(0, len(keys), KEYS_PER_QUERY)
-        ]
+        statements = _fresh_among(session, select(*columns), only)
     postgres = session.get_bind().dialect.name == "postgresql"
     for statement in statements:
         c = list(statement.offset(0).subquery().c)
