@@ -31,7 +31,7 @@ from app.exporter import names
 from app.exporter.names import ESTIMATE_FAMILIES, FamilySpec
 from app.exporter.part import ExpositionOf, StoredPartCollector, whole
 from app.exporter.reads import ModelRow, Shard, json_document
-from app.exporter.series import measured, segment_label
+from app.exporter.series import add_named, segment_label
 from app.exporter.text import Series
 from app.timegrid import window_length
 
@@ -75,15 +75,10 @@ def _metric_samples(
     values: Any,
     kept: frozenset[str] | None = None,
 ) -> None:
-    """A sample per defined value of ``values`` whose name is ``kept`` (None: every one)."""
-    if not isinstance(values, Mapping):
-        return
-    for name, raw in values.items():
-        if kept is not None and name not in kept:
-            continue
-        value = measured(raw)
-        if value is not None:
-            out.append(((*labels, name), value))
+    """A sample per defined value of ``values`` (if a mapping) whose name is ``kept``
+    (None: every one)."""
+    if isinstance(values, Mapping):
+        add_named(out, labels, values, kept)
 
 
 def estimate_series(

@@ -71,7 +71,7 @@ def window_series(
     those ``exposition`` writes (every one by default; pure)."""
     out: Series = {spec.name: [] for spec in WINDOW_FAMILIES}
     labels = (model.name, segment)
-    _add_named(
+    add_named(
         out[names.WINDOW_METRIC], labels, window.metrics, exposition.kept(names.WINDOW_METRIC)
     )
     lower, upper = out[names.WINDOW_METRIC_LOWER], out[names.WINDOW_METRIC_UPPER]
@@ -129,7 +129,7 @@ def _with(names_read: set[str] | None, kept: Set[str] | None) -> set[str] | None
     return None if names_read is None or kept is None else names_read | kept
 
 
-def _add_named(
+def add_named(
     out: list[Sample], labels: tuple[str, ...], values: Mapping[str, Any], kept: Set[str] | None
 ) -> None:
     """A sample per defined value of ``values`` whose name is ``kept`` (None: every one),
