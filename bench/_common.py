@@ -8,7 +8,8 @@ script runs as ``python bench/bench_<area>.py``, so bench/ is on sys.path).
   unreachable (the benchmark then skips its PostgreSQL part);
   :func:`migrated_postgres_database`: the same, migrated to head;
   :func:`model_on`: the settings, an engine, a session factory and one registered
-  model on a database;
+  model on a database; :func:`ingest_once`: one batch through the service's
+  ingestion, in a session of its own;
 * :func:`worker_processes`: real ``priorwatch worker`` processes, warmed up,
   stopped after; :func:`cpu_seconds`: a process's CPU time (Linux /proc);
 * :func:`waiting_windows` and :func:`wait_drained`: the worker queue read
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
@@ -106,6 +108,23 @@ def model_on(
     with factory() as session:
         row = create_model(session, ModelCreate.model_validate(spec), at)
         return settings, engine, factory, ModelConfig.from_row(row)
+
+
+def ingest_once(
+    factory: sessionmaker[Session],
+    model: ModelConfig,
+    body: bytes,
+    settings: Settings,
+    at: datetime,
+) -> None:
+    """Ingest ``body`` for ``model`` as the API does, in a session of its own, under a new
+    idempotency key, received at ``at``."""
+    from app.services.ingest.batch import ingest_batch  # the service's ingestion, on use
+
+    with factory() as session:
+        ingest_batch(
+            session, model, body, idempotency_key=uuid.uuid4().hex, settings=settings, now=at
+        )
 
 
 def cpu_seconds(pid: int) -> float:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -42,11 +41,10 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
-from _common import batch_body, cpu_seconds, migrated_postgres_database
+from _common import batch_body, cpu_seconds, ingest_once, migrated_postgres_database
 
 from app.config import Settings
 from app.db.session import make_engine, make_session_factory
-from app.services.ingest.batch import ingest_batch
 from app.services.models.config import ModelConfig
 from app.services.models.registry import create_model
 from app.services.models.settings import ModelCreate
@@ -85,15 +83,7 @@ def build_backlog(url: str, args: argparse.Namespace) -> int:
             )
         for segment in segments:
             body = batch_body(rng, args.rows, day, segment=segment)
-            with factory() as session:
-                ingest_batch(
-                    session,
-                    model,
-                    body,
-                    idempotency_key=uuid.uuid4().hex,
-                    settings=settings,
-                    now=now,
-                )
+            ingest_once(factory, model, body, settings, now)
     engine.dispose()
     return args.models * (args.segments + 1)
 

@@ -94,7 +94,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack, suppress
 from dataclasses import dataclass
@@ -107,6 +106,7 @@ import sqlalchemy as sa
 from _common import (
     batch_body,
     cpu_seconds,
+    ingest_once,
     migrated_postgres_database,
     wait_drained,
     waiting_windows,
@@ -117,7 +117,6 @@ from app.config import Settings
 from app.db.models import ALL_SEGMENTS, WindowAggregate, WindowMetrics
 from app.db.queries import list_models
 from app.db.session import make_engine, make_session_factory
-from app.services.ingest.batch import ingest_batch
 from app.services.models.config import ModelConfig
 from app.services.models.registry import create_model
 from app.services.models.settings import ModelCreate
@@ -186,15 +185,7 @@ def child(spec: dict[str, Any]) -> None:
     ]
 
     def post(model: ModelConfig, segment: int, variant: int) -> None:
-        with factory() as session:
-            ingest_batch(
-                session,
-                model,
-                bodies[segment][variant],
-                idempotency_key=uuid.uuid4().hex,
-                settings=settings,
-                now=datetime.now(UTC),
-            )
+        ingest_once(factory, model, bodies[segment][variant], settings, datetime.now(UTC))
 
     posted = 0
     cpu = time.process_time()  # what posting costs, without start-up and imports

@@ -52,6 +52,7 @@ import sqlalchemy as sa
 from _common import (
     batch_body,
     cpu_seconds,
+    ingest_once,
     migrated_postgres_database,
     model_on,
     wait_drained,
@@ -439,8 +440,6 @@ def bench_backlog(backend: str, rows: int, batches: int, blocks: int) -> None:
     """
     from bare_append import make_append
 
-    from app.services.ingest.batch import ingest_batch
-
     with database(backend) as url:
         if url is None:
             return
@@ -451,15 +450,7 @@ def bench_backlog(backend: str, rows: int, batches: int, blocks: int) -> None:
         bodies = [make_body(rows, seed) for seed in range(64)]
 
         def ingest(body: bytes) -> None:
-            with factory() as session:
-                ingest_batch(
-                    session,
-                    model,
-                    body,
-                    idempotency_key=uuid.uuid4().hex,
-                    settings=settings,
-                    now=datetime.now(UTC),
-                )
+            ingest_once(factory, model, body, settings, datetime.now(UTC))
 
         for body in bodies[:8]:  # the window's first batch, caches, connections
             ingest(body)
