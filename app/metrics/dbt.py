@@ -21,16 +21,18 @@ independent, and because ``1 - beta`` follows the same splitting law as alpha,
 the recall (TPR = 1 - beta) array is generated with the same routine.
 
 The reference for a (depth, n_curves, seed) triple is built once per process
-and cached (:func:`dbt_reference`); the Monte-Carlo standard error of an OPS
+and cached (:func:`dbt_reference`), or read from a :class:`CurveStore` where
+the worker keeps it (the same bytes); the Monte-Carlo standard error of an OPS
 value p estimated from G curves is ``sqrt(p (1 - p) / G)`` (at most
 ``0.5 / sqrt(G)``, 0.0035 for the default G = 20,000).
 """
 
 from __future__ import annotations
 
-import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -170,23 +172,68 @@ def sample_dbt(n_curves: int, depth: int, rng: np.random.Generator) -> DBTRefere
     return DBTReference(alpha=alpha, tpr=tpr, depth=int(depth))
 
 
+def root_draws_match(ref: DBTReference, seed: int) -> bool:
+    """Whether the roots of ``ref``'s curves (the level-1 points, drawn first: the
+    first G draws of each array, alpha then recall) are those of ``default_rng(seed)``.
+
+    A cheap check (2 G draws) that stored curves are those a build with this numpy
+    would draw, without drawing all G (2^d - 1) points of each array.
+    """
+    g, root = ref.n_curves, ref.n_points // 2
+    bits = np.random.PCG64(seed)  # default_rng's bit generator
+    rng = np.random.Generator(bits)
+    alpha_roots = rng.random(g)
+    bits.advance(g * (ref.n_points - 3))  # past alpha's other points: one step per draw
+    tpr_roots = rng.random(g)
+    return bool(
+        np.array_equal(ref.alpha[:, root], alpha_roots)
+        and np.array_equal(ref.tpr[:, root], tpr_roots)
+    )
+
+
+class CurveStore(Protocol):
+    """Where a process reads reference curves it has not built yet (the worker's
+    :class:`app.worker.node_store.CurveDirectory`)."""
+
+    def reference(
+        self, depth: int, n_curves: int, seed: int, build: Callable[[], DBTReference]
+    ) -> DBTReference:
+        """The stored reference (read-only arrays), else ``build()`` (then stored)."""
+        ...
+
+
+_REFERENCES: dict[tuple[int, int, int], DBTReference] = {}
+"""The process's references, by (depth, n_curves, seed): one or two in a process."""
+
+
 def dbt_reference(
-    depth: int = DEFAULT_DEPTH, n_curves: int = DEFAULT_N_CURVES, seed: int = DEFAULT_SEED
+    depth: int = DEFAULT_DEPTH,
+    n_curves: int = DEFAULT_N_CURVES,
+    seed: int = DEFAULT_SEED,
+    store: CurveStore | None = None,
 ) -> DBTReference:
     """The reference curves for (depth, n_curves, seed), built once per process.
 
-    The arrays are made read-only so that no caller can alter the cached
-    reference.
+    The arrays are read-only so that no caller can alter the cached reference.
+    With ``store``, a reference this process has not built yet is read from it
+    (which keeps the one it builds): the same bytes as a build.
 
     >>> dbt_reference(2, 10, 1) is dbt_reference(depth=2, n_curves=10, seed=1)
     True
     """
-    return _cached_reference(depth, n_curves, seed)
+    key = (depth, n_curves, seed)
+    ref = _REFERENCES.get(key)
+    if ref is None:
+
+        def build() -> DBTReference:
+            return _read_only(sample_dbt(n_curves, depth, np.random.default_rng(seed)), seed)
+
+        ref = build() if store is None else store.reference(depth, n_curves, seed, build)
+        ref = _REFERENCES.setdefault(key, ref)
+    return ref
 
 
-@functools.lru_cache(maxsize=4)
-def _cached_reference(depth: int, n_curves: int, seed: int) -> DBTReference:
-    ref = sample_dbt(n_curves, depth, np.random.default_rng(seed))
+def _read_only(ref: DBTReference, seed: int) -> DBTReference:
     ref.alpha.flags.writeable = False
     ref.tpr.flags.writeable = False
     return DBTReference(alpha=ref.alpha, tpr=ref.tpr, depth=ref.depth, seed=seed)
