@@ -16,9 +16,14 @@ With the end points (0, 1) and (1, 0) added, a curve has 2^d + 1 points.
 Generation is vectorised over curves and done level by level in place: after
 level l the array holds the points of depths <= l at columns that are
 multiples of ``2^(d-l)``, so a new point at column c draws between the already
-placed columns ``c - step`` and ``c + step``. The alpha and beta draws are
-independent, and because ``1 - beta`` follows the same splitting law as alpha,
-the recall (TPR = 1 - beta) array is generated with the same routine.
+placed columns ``c - step`` and ``c + step``. The draws are taken level by
+level over all curves (level 1 of every curve, then level 2, ...), but applied
+to blocks of :data:`_BLOCK_ROWS` curves at a time, every level of a block
+while it is in the cache: the same values, in a third less time than whole
+levels of the 41 MB array (the draws themselves are a fifth of the build).
+The alpha and beta draws are independent, and because ``1 - beta`` follows the
+same splitting law as alpha, the recall (TPR = 1 - beta) array is generated
+with the same routine.
 
 The reference for a (depth, n_curves, seed) triple is built once per process
 and cached (:func:`dbt_reference`), or read from a :class:`CurveStore` where
@@ -107,6 +112,10 @@ class DBTReference:
         return prior * self.tpr[rows, 1:], (1.0 - prior) * self.alpha[rows, 1:]
 
 
+_BLOCK_ROWS = 256
+"""Curves per block of :func:`_split_levels` (256 rows of depth 8: 0.5 MB)."""
+
+
 def _split_levels(n_curves: int, depth: int, rng: np.random.Generator) -> Array:
     """Rows of non-decreasing values from 0 to 1 drawn by recursive uniform splitting.
 
@@ -116,26 +125,30 @@ def _split_levels(n_curves: int, depth: int, rng: np.random.Generator) -> Array:
         Column 0 is 0, the last column 1; the point placed at level l of the
         tree sits at a column that is an odd multiple of ``2^(depth - l)`` and
         was drawn uniformly in [left neighbour, right neighbour) of the columns
-        one half-step away.
+        one half-step away. The draws of level l are the ``n_curves * 2^(l-1)``
+        after those of the levels before, row by row.
     """
     width = 1 << depth
+    draws = rng.random(n_curves * (width - 1))
     out = np.empty((n_curves, width + 1), dtype=np.float64)
     out[:, 0] = 0.0
     out[:, -1] = 1.0
-    buf = np.empty(n_curves * (width // 2), dtype=np.float64)
-    gap = np.empty_like(buf)
-    for level in range(1, depth + 1):
-        step = 1 << (depth - level)
-        placed = out[:, :: 2 * step]  # the points of depths < level, with both ends
-        n_new = placed.shape[1] - 1
-        size = n_curves * n_new
-        u = buf[:size].reshape(n_curves, n_new)
-        d = gap[:size].reshape(n_curves, n_new)
-        rng.random(out=u)
-        np.subtract(placed[:, 1:], placed[:, :-1], out=d)
-        d *= u
-        d += placed[:, :-1]
-        out[:, step :: 2 * step] = d
+    gap = np.empty(_BLOCK_ROWS * (width // 2), dtype=np.float64)
+    for first in range(0, n_curves, _BLOCK_ROWS):
+        last = min(first + _BLOCK_ROWS, n_curves)
+        block = out[first:last]
+        level_start = 0  # where the draws of the level begin
+        for level in range(1, depth + 1):
+            step = 1 << (depth - level)
+            n_new = 1 << (level - 1)
+            u = draws[level_start + first * n_new : level_start + last * n_new]
+            level_start += n_curves * n_new
+            placed = block[:, :: 2 * step]  # the points of depths < level, with both ends
+            d = gap[: (last - first) * n_new].reshape(last - first, n_new)
+            np.subtract(placed[:, 1:], placed[:, :-1], out=d)
+            d *= u.reshape(last - first, n_new)
+            d += placed[:, :-1]
+            block[:, step :: 2 * step] = d
     return out
 
 

@@ -107,6 +107,29 @@ def test_root_draws_match_the_seed_that_drew_the_curves_only(
     assert not root_draws_match(swapped, seed)
 
 
+def _levels_over_all_curves(n_curves: int, depth: int, rng: np.random.Generator) -> np.ndarray:
+    """The splitting of app/metrics/dbt.py done one whole level at a time (no blocks)."""
+    width = 1 << depth
+    out = np.empty((n_curves, width + 1))
+    out[:, 0], out[:, -1] = 0.0, 1.0
+    for level in range(1, depth + 1):
+        step = 1 << (depth - level)
+        placed = out[:, :: 2 * step]
+        u = rng.random((n_curves, placed.shape[1] - 1))
+        out[:, step :: 2 * step] = placed[:, :-1] + (placed[:, 1:] - placed[:, :-1]) * u
+    return out
+
+
+@pytest.mark.parametrize(("n_curves", "depth"), [(1, 1), (255, 3), (600, 8)])
+def test_the_blocked_build_draws_the_curves_of_whole_levels(n_curves: int, depth: int) -> None:
+    """Blocks of curves (the last one partial) give the bytes of a build level by level."""
+    ref = sample_dbt(n_curves, depth, np.random.default_rng(8))
+    rng = np.random.default_rng(8)
+    alpha = _levels_over_all_curves(n_curves, depth, rng)
+    tpr = _levels_over_all_curves(n_curves, depth, rng)
+    assert ref.alpha.tobytes() == alpha.tobytes() and ref.tpr.tobytes() == tpr.tobytes()
+
+
 def test_default_reference_dimensions() -> None:
     ref = dbt_reference()
     assert (ref.n_curves, ref.depth) == (DEFAULT_N_CURVES, DEFAULT_DEPTH)
