@@ -1,30 +1,30 @@
-"""Apply the Alembic migrations (``priorwatch migrate``), read the schema version and
-check it when a process starts."""
+"""Apply the Alembic migrations (``priorwatch migrate``) and check the schema when a
+process starts.
+
+Alembic is imported by a migration only: the check reads the revisions without it
+(:mod:`app.db.revisions`), so a process that starts on a database at head never
+imports it.
+"""
 
 from __future__ import annotations
 
-from functools import lru_cache
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import OperationalError
 
-import app
 from app.config import Settings, masked_url
 from app.db.availability import describe_outage
+from app.db.revisions import MIGRATIONS_DIR, current_revisions, head_revisions
 from app.db.session import make_engine
 
-MIGRATIONS_DIR = Path(app.__file__).resolve().parent.parent / "migrations"
-"""The Alembic script directory: the ``migrations`` package next to ``app`` (in the
-source tree, and in site-packages when installed from a wheel)."""
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 
 def alembic_config(database_url: str) -> Config:
     """An Alembic configuration for ``database_url`` that needs no alembic.ini."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     # ConfigParser interpolation: a literal % in a password must be doubled.
@@ -34,26 +34,9 @@ def alembic_config(database_url: str) -> Config:
 
 def upgrade_to_head(database_url: str) -> None:
     """Apply every pending migration to ``database_url`` (creates a SQLite file)."""
+    from alembic import command
+
     command.upgrade(alembic_config(database_url), "head")
-
-
-@lru_cache(maxsize=1)
-def head_revisions() -> frozenset[str]:
-    """The head revision(s) of the migration scripts shipped with this code (read once)."""
-    return frozenset(ScriptDirectory(str(MIGRATIONS_DIR)).get_heads())
-
-
-def current_revisions(connection: Connection) -> frozenset[str]:
-    """The revision(s) the database behind ``connection`` is at (empty: never migrated)."""
-    return frozenset(MigrationContext.configure(connection).get_current_heads())
-
-
-def reachable_revisions(engine: Engine) -> frozenset[str]:
-    """The revision(s) of the database behind ``engine``, once it answered a query (the
-    readiness probe's check); SQLAlchemy's error when it is unreachable."""
-    with engine.connect() as connection:
-        connection.execute(text("SELECT 1"))
-        return current_revisions(connection)
 
 
 class SchemaNotReady(Exception):

@@ -117,8 +117,9 @@ def recall_grid(n_points: int = CURVE_POINTS) -> Array:
 
 
 class NodeStore(Protocol):
-    """Where a :class:`ScoringReference` keeps its AUC-PR and lift nodes beyond its own
-    process (the worker's :class:`app.worker.node_store.NodeDirectory`)."""
+    """Where a :class:`ScoringReference` keeps its AUC-PR and lift nodes and its sorted
+    prior-free areas beyond its own process (the worker's
+    :class:`app.worker.node_store.NodeDirectory`): arrays of G values."""
 
     def node(self, area: str, index: int, build: Callable[[], Array]) -> Array:
         """The node (``area``, ``index``): the stored one, else ``build()`` (then stored)."""
@@ -151,8 +152,8 @@ class ScoringReference:
         self._store: NodeStore | None = None
 
     def store_nodes_in(self, store: NodeStore | None) -> None:
-        """Read and keep the AUC-PR and lift nodes in ``store`` from now on (None: in this
-        process only). The nodes are the same bytes either way."""
+        """Read and keep the AUC-PR and lift nodes and the sorted prior-free areas in
+        ``store`` from now on (None: in this process only). The same bytes either way."""
         self._store = store
 
     @property
@@ -202,10 +203,16 @@ class ScoringReference:
         return out
 
     def sorted_values(self, area: str) -> Array:
-        """Sorted values of prior-free area ``area`` ("auc_roc" or "ks"), shape (G,)."""
+        """Sorted values of prior-free area ``area`` ("auc_roc" or "ks"), shape (G,);
+        kept in the node store as node (``sorted-`` + area, 0) when there is one."""
         cached = self._sorted.get(area)
         if cached is None:
-            cached = np.sort(self.exact_values(area, 0.5))
+
+            def build() -> Array:
+                return np.sort(self.exact_values(area, 0.5))
+
+            store = self._store
+            cached = build() if store is None else store.node(f"sorted-{area}", 0, build)
             with self._lock:
                 self._sorted[area] = cached
         return cached

@@ -21,10 +21,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings, get_settings
 from app.db.availability import is_outage
 from app.db.session import make_engine, make_session_factory
+from app.metrics.dbt import dbt_reference
 from app.services.refresh.groups import ClaimedWindow
 from app.worker.jobs import DatabaseJobs
 from app.worker.loop import Backoff, LoopStats, WorkerLoop
-from app.worker.node_store import NodeDirectory
+from app.worker.node_store import CurveDirectory, NodeDirectory
 from app.worker.settings import WorkerSettings
 
 log = logging.getLogger("priorwatch.worker")
@@ -63,10 +64,12 @@ def build_loop(
 def warm_up(ops_node_dir: str = "") -> None:
     """Build the process's OPS reference curves and what a summary reads of them
     before the first claim (see WorkerSettings, ``ScoringReference.warm_up``); with
-    ``ops_node_dir``, its AUC-PR and lift nodes are kept there
+    ``ops_node_dir``, the curves and their AUC-PR and lift nodes are kept there
     (:mod:`app.worker.node_store`)."""
     from app.metrics.ops_scoring import scoring_reference
 
+    if ops_node_dir:
+        dbt_reference(store=CurveDirectory(Path(ops_node_dir)))  # the one scoring_reference reads
     reference = scoring_reference()
     if ops_node_dir:
         reference.store_nodes_in(NodeDirectory(Path(ops_node_dir), reference.dbt))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.db.migrate import head_revisions
+from app.db.revisions import head_revisions
 
 
 def test_healthz_and_readyz(client: TestClient) -> None:

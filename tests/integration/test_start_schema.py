@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from app.cli import cli
 from app.config import Settings, get_settings
-from app.db.migrate import SchemaNotReady, current_revisions, head_revisions, prepare_schema
+from app.db.migrate import SchemaNotReady, prepare_schema
+from app.db.revisions import current_revisions, head_revisions
 
 
 def _settings(url: str) -> Settings:

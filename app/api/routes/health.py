@@ -9,7 +9,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.responses import Response
 
 from app.api.errors import problem_response, problem_type
-from app.db.migrate import head_revisions, reachable_revisions
+from app.db.revisions import head_revisions, reachable_revisions
 
 router = APIRouter(tags=["health"])
 

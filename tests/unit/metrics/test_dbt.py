@@ -13,6 +13,7 @@ from app.metrics.dbt import (
     DBTReference,
     dbt_reference,
     monte_carlo_standard_error,
+    root_draws_match,
     sample_dbt,
 )
 
@@ -91,6 +92,42 @@ def test_reference_is_cached_and_read_only() -> None:
     assert np.array_equal(first.alpha, sample_dbt(20, 3, np.random.default_rng(5)).alpha)
     with pytest.raises(ValueError):
         first.alpha[0, 1] = 0.5
+
+
+@pytest.mark.parametrize(("n_curves", "depth", "seed"), [(7, 1, 2), (50, 4, 3), (300, 8, 20)])
+def test_root_draws_match_the_seed_that_drew_the_curves_only(
+    n_curves: int, depth: int, seed: int
+) -> None:
+    """The roots of both arrays are checked (alpha's and, past the rest of alpha's draws,
+    the recall's), so a stored reference is known to be the generator's for its seed."""
+    ref = sample_dbt(n_curves, depth, np.random.default_rng(seed))
+    assert root_draws_match(ref, seed)
+    assert not root_draws_match(ref, seed + 1)
+    swapped = DBTReference(alpha=ref.alpha, tpr=ref.alpha, depth=depth)
+    assert not root_draws_match(swapped, seed)
+
+
+def _levels_over_all_curves(n_curves: int, depth: int, rng: np.random.Generator) -> np.ndarray:
+    """The splitting of app/metrics/dbt.py done one whole level at a time (no blocks)."""
+    width = 1 << depth
+    out = np.empty((n_curves, width + 1))
+    out[:, 0], out[:, -1] = 0.0, 1.0
+    for level in range(1, depth + 1):
+        step = 1 << (depth - level)
+        placed = out[:, :: 2 * step]
+        u = rng.random((n_curves, placed.shape[1] - 1))
+        out[:, step :: 2 * step] = placed[:, :-1] + (placed[:, 1:] - placed[:, :-1]) * u
+    return out
+
+
+@pytest.mark.parametrize(("n_curves", "depth"), [(1, 1), (255, 3), (600, 8)])
+def test_the_blocked_build_draws_the_curves_of_whole_levels(n_curves: int, depth: int) -> None:
+    """Blocks of curves (the last one partial) give the bytes of a build level by level."""
+    ref = sample_dbt(n_curves, depth, np.random.default_rng(8))
+    rng = np.random.default_rng(8)
+    alpha = _levels_over_all_curves(n_curves, depth, rng)
+    tpr = _levels_over_all_curves(n_curves, depth, rng)
+    assert ref.alpha.tobytes() == alpha.tobytes() and ref.tpr.tobytes() == tpr.tobytes()
 
 
 def test_default_reference_dimensions() -> None:

@@ -405,3 +405,6 @@ def test_a_node_store_is_asked_for_each_node_and_its_bytes_are_used() -> None:
     assert len(asked) == 4 and {area for area, _ in asked} == {"auc_pr"}
     in_memory = ScoringReference(curves).interpolated_values("auc_pr", 0.1)
     np.testing.assert_array_equal(values, in_memory)
+    ranked = stored.sorted_values("auc_roc")
+    assert asked[-1] == ("sorted-auc_roc", 0)
+    np.testing.assert_array_equal(ranked, ScoringReference(curves).sorted_values("auc_roc"))
