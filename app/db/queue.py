@@ -14,7 +14,9 @@ shared row. The worker protocol (docs/worker.md):
    claimers skip each other's rows instead of waiting), increments each one's
    ``claim_attempt`` (its fencing token) and sets ``lease_expires_at``; one
    more query reads their unfolded deltas (at most
-   :data:`MAX_DELTAS_PER_CLAIM` per window) in the same transaction.
+   :data:`MAX_DELTAS_PER_CLAIM` per window), in the same transaction on
+   PostgreSQL, after its commit on SQLite (the writer lock is held for the
+   ``UPDATE`` alone; the lease keeps the windows as the transaction would).
 2. **compute** outside any transaction on the sums plus exactly those
    deltas (no lock is held while computing, so ingestion never waits for
    the worker).
@@ -32,7 +34,8 @@ shared row. The worker protocol (docs/worker.md):
 
 A claimed delta that cannot be folded (app/services/windows/deltas.py,
 :func:`~app.services.windows.deltas.fold_rows`) is moved to ``quarantined_delta`` in
-the claim's transaction (:func:`quarantine_deltas`), so it neither blocks its
+the claim's transaction (on SQLite in one of its own, if the claim still holds:
+:func:`lock_claimed`) (:func:`quarantine_deltas`), so it neither blocks its
 window nor rolls back the other windows of the group.
 
 Times come from the database clock on PostgreSQL (``now()``), so workers on
@@ -577,8 +580,9 @@ REASON_CHARS = 1_000
 def quarantine_deltas(session: Session, deltas: Sequence[Quarantined], now: datetime) -> None:
     """Move claimed ``deltas`` from ``batch_delta`` to ``quarantined_delta`` (stamped ``now``).
 
-    Call it in the claim's transaction, which holds their windows: no other
-    worker can have claimed them.
+    Call it while their windows are held: in the claim's transaction, or after
+    :func:`lock_claimed` found the claims still held (SQLite, where the claim
+    commits before its deltas are read). No other worker can have claimed them.
     """
     if not deltas:
         return

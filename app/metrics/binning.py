@@ -122,7 +122,18 @@ def histogram_counts(scores: Any, labels: Any, edges: Any) -> tuple[Counts, Coun
     ([0, 2], [1, 1])
     """
     s, y = check_scores_labels(scores, labels)
-    e = check_bin_edges(edges)
+    return checked_histogram_counts(s, y, check_bin_edges(edges))
+
+
+def checked_histogram_counts(s: Array, y: npt.NDArray[np.bool_], e: Array) -> tuple[Counts, Counts]:
+    """:func:`histogram_counts` of inputs already checked: ``s`` and ``y`` by
+    :func:`check_scores_labels`, ``e`` by :func:`check_bin_edges`.
+
+    For the ingestion, which checks a batch's arrays as it parses them and holds
+    the model's edges checked once (:class:`app.services.models.config.ModelConfig`):
+    checking 10,001 edges again for every 100-row batch cost about as much as
+    binning its scores.
+    """
     if s.size * 4 <= e.size - 1:
         # A small batch: search each score in the edges and count the bins hit,
         # about 10 times faster than locating every edge at 100 scores in

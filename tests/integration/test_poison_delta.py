@@ -16,11 +16,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.db import queue
 from app.db.models import BatchDelta, QuarantinedDelta
+from app.db.session import _sqlite_writer_lock, write_transaction
 from app.metrics.probability import ProbabilitySums
+from app.services.refresh.groups import Computed, Outcome, claim_windows, persist_group
 from app.worker.jobs import DatabaseJobs
 
 MODELS = ("fraud", "churn", "spam", "ads")
@@ -146,3 +150,50 @@ def test_re_windowing_skips_a_poison_delta_the_worker_has_not_reached(
     )
     assert r.status_code == 200, r.text
     assert [w["n"] for w in r.json()["windows"]] == [100]
+
+
+def test_on_sqlite_a_claim_fenced_out_before_its_quarantine_quarantines_nothing(
+    api: Any, factory: sessionmaker[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite the claim commits before its deltas are read, so its window can be
+    fenced out (here: the model's settings change) before the unfoldable delta is
+    quarantined: the delta then stays for the new claimant, and the old claim
+    writes nothing."""
+    engine = factory.kw["bind"]
+    if engine.dialect.name != "sqlite":
+        pytest.skip("PostgreSQL quarantines in the claim's transaction")
+    rng = np.random.default_rng(22)
+    api.create_model("fraud", n_bins=200)
+    token = api.create_key("fraud")
+    batches = [api.post_batch("fraud", token, _batch(rng, 100)).json() for _ in range(2)]
+    poison = uuid.UUID(batches[0]["batch_id"])
+    _poison(factory, poison)
+    read_deltas = queue.claimed_deltas
+
+    def fenced_meanwhile(session: Session, claims: Any) -> Any:
+        (claim,) = claims
+        writer = _sqlite_writer_lock(engine)
+        assert writer.acquire(blocking=False), "the claim reads its deltas under the writer lock"
+        writer.release()
+        with factory() as other, write_transaction(other):
+            queue.invalidate_windows(other, claim.model_id, now=datetime.now(UTC))
+        return read_deltas(session, claims)
+
+    monkeypatch.setattr(queue, "claimed_deltas", fenced_meanwhile)
+    with factory() as session:
+        (claimed,) = claim_windows(session, lease_seconds=60)
+    monkeypatch.undo()
+    assert [q.batch_id for q in claimed.quarantined] == [poison]
+    with factory() as session:
+        assert session.scalar(sa.select(sa.func.count()).select_from(QuarantinedDelta)) == 0
+        outcomes = persist_group(session, [Computed(claimed, None, "not stored")])
+    assert outcomes == [Outcome.FENCED_OUT]
+    with factory() as session:
+        assert session.scalar(sa.select(sa.func.count()).select_from(BatchDelta)) == 2
+
+    jobs = DatabaseJobs(factory, lease_seconds=60)
+    while (group := jobs.claim()) is not None:  # the new claimant quarantines it
+        jobs.run(group)
+    with factory() as session:
+        (row,) = session.scalars(sa.select(QuarantinedDelta)).all()
+        assert row.batch_id == poison

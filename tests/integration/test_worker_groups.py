@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.config import Settings
 from app.db import queue
 from app.db.models import ALL_SEGMENTS, BatchDelta, WindowAggregate, WindowMetrics
-from app.db.session import write_transaction
+from app.db.session import _sqlite_writer_lock, write_transaction
 from app.services.models.config import ModelConfig
 from app.services.models.registry import get_model, update_model
 from app.services.models.settings import ModelUpdate
@@ -187,6 +187,34 @@ def test_a_fenced_out_window_leaves_the_rest_of_its_group_stored(
     assert (fenced.version, fenced.n, fenced.dirty, fenced.claim_attempt) == (0, 0, True, 2)
     assert _deltas(factory, starts[1]) == 1  # its delta waits for the next claim
     assert _deltas(factory, starts[0]) == _deltas(factory, starts[2]) == 0
+
+
+def test_on_sqlite_batches_are_stored_while_a_claim_reads_its_deltas(
+    factory: sessionmaker[Session], settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On SQLite the claim's write transaction holds its ``UPDATE`` alone: the deltas
+    are read and folded after its commit, with the process's writer lock free, so a
+    batch is stored meanwhile; the claim folds what it read and leaves that batch
+    waiting for the next claim."""
+    if not settings.is_sqlite:
+        pytest.skip("the process's SQLite writer lock")
+    model, starts = _fill(factory, settings, 1)
+    read_deltas = queue.claimed_deltas
+
+    def claimed_deltas(session: Session, claims: Any) -> Any:
+        writer = _sqlite_writer_lock(session.get_bind())
+        assert writer.acquire(blocking=False), "the claim reads its deltas under the writer lock"
+        writer.release()
+        post_batch(factory, model, settings, at=starts[0], rng=np.random.default_rng(7), n=100)
+        return read_deltas(session, claims)
+
+    monkeypatch.setattr(queue, "claimed_deltas", claimed_deltas)
+    (claimed,) = _claim(factory, group_size=1)
+    assert len(claimed.batch_ids) == 1  # read in a snapshot taken before the batch
+    assert _persist(factory, [Computed(claimed, DUMMY)]) == [Outcome.STORED_STILL_DIRTY]
+    assert _deltas(factory, starts[0]) == 1
+    (row,) = aggregate_rows(factory, model.id)
+    assert (row.version, row.n) == (1, 200)
 
 
 def test_a_failing_window_of_a_group_is_stored_as_an_error_and_the_others_fresh(

@@ -36,7 +36,7 @@ import simdjson
 from app.config import Settings
 from app.db.models import BATCH_KINDS
 from app.errors import InvalidInput, MalformedBody
-from app.metrics.binning import Counts, histogram_counts
+from app.metrics.binning import Counts, checked_histogram_counts
 from app.metrics.confusion import ConfusionCounts
 from app.metrics.probability import ProbabilitySums
 from app.metrics.validation import check_scores_labels
@@ -343,10 +343,10 @@ def _scores_batch(doc: dict[str, Any], model: ModelConfig, settings: Settings) -
     if "labels" not in doc:
         scores = unlabelled_scores_array(doc, max_rows=settings.max_batch_rows)
         no_labels = np.zeros(scores.size, dtype=np.bool_)
-        _, unlabelled = histogram_counts(scores, no_labels, model.bin_edges)
+        _, unlabelled = checked_histogram_counts(scores, no_labels, model.bin_edges)
         return _Content(_unknown(model), unlabelled=unlabelled)
     s, y = scores_labels_arrays(doc, max_rows=settings.max_batch_rows)
-    pos, neg = histogram_counts(s, y, model.bin_edges)
+    pos, neg = checked_histogram_counts(s, y, model.bin_edges)
     return _Content(
         confusion=_confusion_from_histograms(model, pos, neg),
         n=int(s.size),

@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.drift.settings import DriftSettings
+from app.metrics.binning import check_bin_edges
 
 if TYPE_CHECKING:
     from app.db.models import Model
@@ -30,6 +31,8 @@ class ModelConfig:
     sla : SLA objectives [{"metric", "op", "target"}].
     drift : drift settings document (see :class:`app.db.models.Model`).
     bin_edges : float64, shape (n_bins + 1,); bin j is [edges[j], edges[j+1]).
+        Checked once here (:func:`app.metrics.binning.check_bin_edges`), so that a
+        batch is binned without checking them again.
     updated_at : when the settings were last changed (None if not read from a row).
     retention : how long windows are kept after they end ("90d"), or None: forever.
     label_missingness : how labels arrive, "class", "score" or "none" (docs/maturity.md).
@@ -50,6 +53,9 @@ class ModelConfig:
     retention: str | None = None
     label_missingness: str = "none"
     label_horizon: str | None = None
+
+    def __post_init__(self) -> None:
+        check_bin_edges(self.bin_edges)
 
     @classmethod
     def from_row(cls, model: Model) -> ModelConfig:

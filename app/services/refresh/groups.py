@@ -172,19 +172,30 @@ def claim_windows(
     models: ModelCache | None = None,
     references: ReferenceCache | None = None,
 ) -> list[ClaimedWindow]:
-    """Claim up to ``group_size`` waiting windows (one transaction); [] when none waits.
+    """Claim up to ``group_size`` waiting windows; [] when none waits.
 
     The claim takes at most half of the claimable windows (at least one), so
     that concurrent workers share a short queue; the windows come in key order.
     A claim of fewer than ``group_size`` windows (the queue was short) marks
     them ``backlog=False``: their refreshes are full. ``models`` keeps the parsed
     models between claims (a worker's :class:`ModelCache`; None: read every time).
-    With ``references``, the group's drift references are read in the claim
-    transaction too (:meth:`ReferenceCache.read_ahead`), for :func:`refresh_group`.
-    On SQLite an idle poll only reads: the database write lock is taken only
-    when a window is waiting, so an idle worker never makes writers wait.
+    With ``references``, the group's drift references are read with the deltas
+    too (:meth:`ReferenceCache.read_ahead`), for :func:`refresh_group`.
+
+    On PostgreSQL the claim, the reads of the deltas and the quarantine are one
+    transaction. On SQLite an idle poll only reads: the database write lock is
+    taken only when a window is waiting, and then for the claim's ``UPDATE``
+    alone; the deltas are read and folded after its commit, in a read
+    transaction, so that the writers of batches do not wait behind the reading
+    and folding of hundreds of deltas (docs/worker.md, "SQLite"), and an unfoldable delta
+    is quarantined in a write transaction of its own, only where the claim
+    still holds (:func:`_quarantine_held`). Reading the deltas after the claim
+    is as safe: the lease keeps every other claimer away, the fold deletes
+    exactly the deltas it read or fails (:class:`app.db.queue.DoubleFold`), and
+    only a claim still held at completion folds (app/db/queue.py).
     """
-    if session.get_bind().dialect.name == "sqlite":
+    sqlite = session.get_bind().dialect.name == "sqlite"
+    if sqlite:
         waiting = queue.any_claimable(session, settle_seconds=settle_seconds)
         session.rollback()
         if not waiting:
@@ -198,30 +209,70 @@ def claim_windows(
         )
         if not claimed:
             return []
-        versions = {claim.model_id: row.model_at for claim, row in claimed}
-        configs = (models or ModelCache()).of(session, versions)
-        deltas = queue.claimed_deltas(session, [claim for claim, _ in claimed])
-        backlog = len(claimed) >= group_size
-        group = [
-            _claimed_window(claim, row, configs[claim.model_id], deltas[claim.key], backlog)
-            for claim, row in claimed
-        ]
-        quarantined = []
-        for window in group:
-            for q in window.quarantined:
-                log.error(
-                    "window %s/%s/%s: delta of batch %s quarantined, not folded: %s",
-                    window.model.name,
-                    q.key[1],
-                    q.key[2].isoformat(),
-                    q.batch_id,
-                    q.reason,
-                )
-                quarantined.append(q)
-        queue.quarantine_deltas(session, quarantined, group[0].claim.claimed_at)
-        if references is not None:
-            references.read_ahead(ReferenceRows(session), (_reference_of(c) for c in group))
-        return group
+        if not sqlite:
+            group = _read_claimed(session, claimed, group_size, models, references)
+            queue.quarantine_deltas(session, _quarantined(group), group[0].claim.claimed_at)
+            return group
+    try:
+        group = _read_claimed(session, claimed, group_size, models, references)
+    finally:
+        session.rollback()  # end the read transaction
+    _quarantine_held(session, group)
+    return group
+
+
+def _read_claimed(
+    session: Session,
+    claimed: list[tuple[Claim, Row[Any]]],
+    group_size: int,
+    models: ModelCache | None,
+    references: ReferenceCache | None,
+) -> list[ClaimedWindow]:
+    """The claimed windows with their models and their deltas folded (the
+    unfoldable ones set aside); the group's drift references read ahead."""
+    versions = {claim.model_id: row.model_at for claim, row in claimed}
+    configs = (models or ModelCache()).of(session, versions)
+    deltas = queue.claimed_deltas(session, [claim for claim, _ in claimed])
+    backlog = len(claimed) >= group_size
+    group = [
+        _claimed_window(claim, row, configs[claim.model_id], deltas[claim.key], backlog)
+        for claim, row in claimed
+    ]
+    if references is not None:
+        references.read_ahead(ReferenceRows(session), (_reference_of(c) for c in group))
+    return group
+
+
+def _quarantined(group: Sequence[ClaimedWindow]) -> list[queue.Quarantined]:
+    """The group's unfoldable deltas, each logged at ERROR."""
+    quarantined = []
+    for window in group:
+        for q in window.quarantined:
+            log.error(
+                "window %s/%s/%s: delta of batch %s quarantined, not folded: %s",
+                window.model.name,
+                q.key[1],
+                q.key[2].isoformat(),
+                q.batch_id,
+                q.reason,
+            )
+            quarantined.append(q)
+    return quarantined
+
+
+def _quarantine_held(session: Session, group: Sequence[ClaimedWindow]) -> None:
+    """Quarantine the group's unfoldable deltas after the claim committed (SQLite):
+    in a write transaction of their own, those of the windows whose claim still holds
+    (:func:`app.db.queue.lock_claimed`); a window fenced out meanwhile is left to its
+    new claimant, and its completion here writes nothing."""
+    quarantined = _quarantined(group)
+    if not quarantined:
+        return
+    with write_transaction(session):
+        held, _ = queue.lock_claimed(session, [w.claim for w in group if w.quarantined])
+        queue.quarantine_deltas(
+            session, [q for q in quarantined if q.key in held], group[0].claim.claimed_at
+        )
 
 
 def _claimed_window(
