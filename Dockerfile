@@ -47,7 +47,7 @@ ENV PATH=/opt/venv/bin:$PATH \
 RUN groupadd --system --gid 10001 priorwatch \
     && useradd --system --uid 10001 --gid priorwatch --no-create-home \
         --home-dir /var/lib/priorwatch --shell /usr/sbin/nologin priorwatch \
-    && install -d -o priorwatch -g priorwatch -m 0750 /var/lib/priorwatch
+    && install -d -o priorwatch -g priorwatch -m 0750 /var/lib/priorwatch /var/cache/priorwatch
 
 COPY --from=build /opt/venv /opt/venv
 

@@ -96,6 +96,23 @@ def test_two_workers_by_default() -> None:
     assert SERVICES["worker"]["command"] == ["priorwatch", "worker"]
 
 
+def test_workers_share_their_ops_node_directory_on_a_volume() -> None:
+    """The workers keep the OPS reference curves and nodes on a named volume, so that
+    one worker builds them and the others and every restart read them; the image
+    creates the volume's mount point for its unprivileged user (a new named volume
+    takes the ownership of the image's directory)."""
+    worker = SERVICES["worker"]
+    directory = Path(worker["environment"]["PRIORWATCH_WORKER_OPS_NODE_DIR"])
+    volume, mount = next(
+        (source, target)
+        for source, target, *_ in (v.split(":") for v in worker["volumes"])
+        if directory.is_relative_to(target)
+    )
+    assert volume in COMPOSE["volumes"]
+    dockerfile = (COMPOSE_FILE.parent / "Dockerfile").read_text()
+    assert re.search(rf"install -d -o priorwatch -g priorwatch .*{re.escape(mount)}\b", dockerfile)
+
+
 @pytest.mark.parametrize("service", PRIORWATCH_SERVICES)
 def test_priorwatch_commands_are_valid(service: str) -> None:
     check_priorwatch_argv(SERVICES[service]["command"])
