@@ -58,6 +58,7 @@ from sqlalchemy.orm import Session
 from app.config import Settings
 from app.db.migrate import upgrade_to_head
 from app.db.models import ALL_SEGMENTS, Batch, Model, WindowAggregate, WindowMetrics
+from app.db.session import make_engine
 from app.exporter.exposition import Exposition
 from app.exporter.reads import read_models
 from app.exporter.registry import Exporter
@@ -130,7 +131,10 @@ def fill(
         {"metric": "calibrated_f1", "op": ">=", "target": 0.3},
         {"metric": "auc_roc", "op": ">=", "target": 0.7},
     ]
-    engine = sa.create_engine(url)
+    # the service's engine: its connections compress the stored documents as the
+    # worker's do (lz4 where the server has it: app/db/session.py); pglz, the server's
+    # default, costs the scrape's reads about 0.15 s more per shard of 7,500 windows
+    engine = make_engine(url)
     models, batches, aggregates, results = [], [], [], []
     for i in range(n_models):
         models.append(

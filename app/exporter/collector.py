@@ -111,7 +111,8 @@ class WindowResultsCollector(Collector):
         self._exposition = exposition
         self._shard = shard
         self._lock = threading.Lock()
-        self._chunks: dict[ChunkKey, bytes] = {}
+        self._chunks: dict[ChunkKey, bytes] | None = None
+        """The lines of the windows of the latest scrape (None: none yet)."""
 
     def snapshot(self) -> Snapshot:
         """Read the stored results (one read-only session, closed at once)."""
@@ -133,16 +134,54 @@ class WindowResultsCollector(Collector):
         return Exposition.of_setting(model.exposition, self._exposition)
 
     def _add_chunk(
-        self, chunks: dict[ChunkKey, bytes], model: ModelRow, window: LatestWindow
+        self, chunks: dict[ChunkKey, bytes], model: ModelRow, settings: bytes, window: LatestWindow
     ) -> None:
-        """Write the lines of a window just read into ``chunks`` (its document is dropped)."""
+        """Write the lines of a window just read into ``chunks`` (its document is dropped);
+        ``settings``: :func:`_settings` of ``model``."""
         segment = segment_label(model, window.key.segment)
         if segment is None:
             return
-        exposition = self.exposition_of(model)
-        samples = window_series(model, segment, window, exposition)
+        samples = window_series(model, segment, window, self.exposition_of(model))
         lines = (sample_lines(spec, samples[spec.name]) for spec in WINDOW_FAMILIES)
-        chunks[_chunk_key(_settings(model, exposition), segment, window.key)] = _pack(lines)
+        chunks[_chunk_key(settings, segment, window.key)] = _pack(lines)
+
+    def _read_chunks(
+        self,
+        session: Session,
+        models: tuple[ModelRow, ...],
+        cached: dict[ChunkKey, bytes] | None,
+    ) -> dict[ChunkKey, bytes]:
+        """The lines of every exposed window of ``models``: ``cached``, else written from
+        its documents as they arrive, a few hundred at a time (the cache keeps exactly the
+        windows exposed by this shard's latest scrape).
+
+        The keys of the latest windows are read first, then the documents of those not
+        cached; on the shard's first scrape (``cached`` None) the documents of every
+        latest window are read at once, their keys with them: one statement fewer that
+        finds the shard's latest windows, about 0.1 s of PostgreSQL per 7,500 windows.
+        """
+        by_model = {m.id: m for m in models}
+        settings = {m.id: _settings(m, self.exposition_of(m)) for m in models}
+        projection = read_projection(models, self.exposition_of)
+        chunks: dict[ChunkKey, bytes] = {}
+        if cached is None:
+            for window in read_latest_windows(session, shard=self._shard, projection=projection):
+                model_id = window.key.model_id
+                if model_id in by_model:
+                    self._add_chunk(chunks, by_model[model_id], settings[model_id], window)
+            return chunks
+        exposed = exposed_windows(models, read_latest_keys(session, self._shard))
+        wanted = [(_chunk_key(settings[m.id], s, k), k) for m, s, k in exposed]
+        chunks = {key: cached[key] for key, _ in wanted if key in cached}
+        missing = [stamp for key, stamp in wanted if key not in chunks]
+        at = {(k.model_id, k.segment, k.start) for k in missing}
+        windows = _read_windows(session, missing, len(wanted), self._shard, projection)
+        for window in windows:
+            read = window.key
+            if (read.model_id, read.segment, read.start) in at:  # else cached, or newer
+                model_id = read.model_id
+                self._add_chunk(chunks, by_model[model_id], settings[model_id], window)
+        return chunks
 
     def render_text(self) -> str:
         """The families in Prometheus text format 0.0.4 (no timestamps), as one string."""
@@ -151,32 +190,17 @@ class WindowResultsCollector(Collector):
     def read_text(self) -> Iterator[bytes]:
         """Read now, then the text family by family (the caller streams it), encoded.
 
-        Reads the models (of this collector's shard), the keys of their latest
-        windows and, on shard 0 or unsharded, the queue, then the documents of
-        the windows whose lines are not cached, a few hundred at a time, each
-        turned into its lines as it arrives (the cache keeps exactly the
-        windows exposed by this shard's latest scrape). Each cached window is
-        then unpacked once into its families' buffers, which are written and
-        freed one family at a time.
+        Reads the models (of this collector's shard), the windows' lines
+        (:meth:`_read_chunks`) and, on shard 0 or unsharded, the queue. Each
+        cached window is then unpacked once into its families' buffers, which
+        are written and freed one family at a time.
         """
         with self._lock:
             cached = self._chunks
         with self._session_factory() as session:
             try:
                 models = read_models(session, self._shard)
-                exposed = exposed_windows(models, read_latest_keys(session, self._shard))
-                settings = {m.id: _settings(m, self.exposition_of(m)) for m in models}
-                wanted = [(_chunk_key(settings[m.id], s, k), k) for m, s, k in exposed]
-                chunks = {key: cached[key] for key, _ in wanted if key in cached}
-                missing = [stamp for key, stamp in wanted if key not in chunks]
-                at = {(k.model_id, k.segment, k.start) for k in missing}
-                by_model = {m.id: m for m in models}
-                projection = read_projection(models, self.exposition_of)
-                windows = _read_windows(session, missing, len(wanted), self._shard, projection)
-                for window in windows:
-                    read = window.key
-                    if (read.model_id, read.segment, read.start) in at:  # else cached, or newer
-                        self._add_chunk(chunks, by_model[read.model_id], window)
+                chunks = self._read_chunks(session, models, cached)
                 queue = queue_stats(session) if holds_process_series(self._shard) else None
                 extra = [
                     (part.specs, part.read(session, models, self._shard, self.exposition_of))

@@ -80,42 +80,65 @@ in one object, where the decoded document holds a dozen."""
 
 def read_maturity(
     session: Session,
+    kept: Mapping[int, frozenset[str] | None],
     shard: Shard | None = None,
-    kept: Callable[[int], frozenset[str] | None] = lambda _model_id: None,
     cached: Mapping[Group, Read] | None = None,
 ) -> dict[Group, Read]:
     """The maturity document of the latest fresh window holding both kinds of rows, per
-    (model, segment) of the models of ``shard``, with only what :func:`maturity_series`
-    reads (:data:`EXPOSED_PARTS`, projected in SQL where the database can) and of its
-    completed values only the ``kept(model id)`` names (None: every one).
+    (model, segment) of the models of ``kept`` in ``shard``, with only what
+    :func:`maturity_series` reads (:data:`EXPOSED_PARTS`, projected in SQL where the
+    database can) and of its completed values only the names ``kept[model id]`` (None:
+    every one).
 
     One statement reads the windows' keys; the documents are read only for the groups
     whose window, result or names differ from ``cached`` (the previous return value), by
     key (one statement per 500), or for the whole shard when they are most of them (one
     statement), trimmed as they arrive: a shard's documents are never all in memory whole.
+    With nothing ``cached`` (a cold cache) the documents of the whole shard are read at
+    once, their keys with them: one statement fewer that finds the latest windows.
     """
-    cached = cached or {}
+    if not cached:
+        members = _members_read(kept.values())
+        return _read_documents(session, None, members, shard, kept, lambda g: g[0] in kept)
     keys: dict[Group, WindowKey] = {
         (int(m), sys.intern(segment)): (int(m), sys.intern(segment), start, computed)
         for m, segment, start, computed in latest_maturity_keys(session, shard)
+        if m in kept
     }
     out: dict[Group, Read] = {}
     for group, key in keys.items():
         old = cached.get(group)
-        if old is not None and old[0] == key and old[1] == kept(group[0]):
+        if old is not None and old[0] == key and old[1] == kept[group[0]]:
             out[group] = old
     missing = [key for group, key in keys.items() if group not in out]
     if not missing:
         return out
     only = None if len(missing) * 2 > len(keys) else [key[:3] for key in missing]
     wanted = {key[:2] for key in missing}
-    members = _members_read({kept(group[0]) for group in wanted})
+    members = _members_read({kept[group[0]] for group in wanted})
+    # else cached (read with the whole shard)
+    out.update(_read_documents(session, only, members, shard, kept, wanted.__contains__))
+    return out
+
+
+def _read_documents(
+    session: Session,
+    only: Sequence[tuple[int, str, datetime]] | None,
+    members: Mapping[str, Sequence[str] | None],
+    shard: Shard | None,
+    kept: Mapping[int, frozenset[str] | None],
+    wanted: Callable[[Group], bool],
+) -> dict[Group, Read]:
+    """The :data:`Read` of the groups ``wanted`` among the documents
+    :func:`~app.db.scrape.maturity_documents` reads (of ``only``, else of the whole
+    shard), each trimmed as it arrives."""
+    out: dict[Group, Read] = {}
     for model_id, segment, start, computed, text in maturity_documents(
         session, only, members, shard
     ):
-        group = (int(model_id), segment)
-        if group in wanted:  # else cached (read with the whole shard)
-            document, names_kept = json_document(text), kept(group[0])
+        group = (int(model_id), sys.intern(segment))
+        if wanted(group):
+            document, names_kept = json_document(text), kept[group[0]]
             stored = None
             if isinstance(document, Mapping):
                 # decoded to str: orjson's bytes keep their 4 KB buffer
@@ -274,7 +297,7 @@ class MaturityCollector(StoredPartCollector):
         overdue = overdue_windows(session, {k: v for k, v in cutoffs.items() if v is not None})
         with self._lock:
             cached = self._read
-        read = read_maturity(session, shard, kept.get, cached)
+        read = read_maturity(session, kept, shard, cached)
         with self._lock:
             self._read = read
         return maturity_series(

@@ -10,7 +10,8 @@ the number of models and segments (their SQL is in :mod:`app.db.scrape`):
    folded yet and their quarantined deltas; one statement whose cost grows
    with the windows and the unfolded deltas, not with the batches folded;
 2. the latest window with a fresh result per (model, segment): its key,
-   ``computed_at`` and aggregate version (:func:`read_latest_keys`);
+   ``computed_at`` and aggregate version (:func:`read_latest_keys`; not on a
+   collector's first scrape, where 3 reads every latest window with its key);
 3. the stored metrics, intervals, drift verdict and completed window
    (``maturity``) of those windows (:func:`read_latest_windows`);
 4. the queue depth and the age of its oldest dirty mark

@@ -33,7 +33,8 @@ one GROUP BY statement giving each group's :data:`Stamp` (one row per group,
 whatever the history); only for the groups whose stamp changed since the
 previous scrape, the keys of their recent windows (one statement per 500
 groups) and the documents of the windows not seen before (one per 500
-windows). The cache holds the groups of the latest scrape.
+windows; on a cold cache, one statement for both). The cache holds the groups
+of the latest scrape.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def window_outcomes(
 
 def read_outcomes(
     session: Session,
-    keys: Sequence[StoredKey],
+    keys: Sequence[StoredKey] | None,
     objectives: Mapping[int, Sequence[Objective]],
     shard: Shard | None = None,
     *,
@@ -145,7 +146,8 @@ def read_outcomes(
     """The outcomes of the fresh windows ``keys``: one statement per 500 windows, or, with
     ``whole_shard``, one statement reading the recent windows (:data:`STREAK_WINDOWS`) of
     every group of the models of ``shard``, of which those of ``keys`` are kept (cheaper
-    when they are most of them).
+    when they are most of them). ``keys`` None: every one of those recent windows of the
+    models of ``objectives`` (one statement; their keys need no statement of their own).
 
     Only what the outcomes need is read, extracted in SQL from the stored
     documents: the drift flags, and the value and interval bounds of every
@@ -153,16 +155,19 @@ def read_outcomes(
     window with a ``maturity`` document, as the SLA report and gauges judge it). A window recomputed
     since its key was read comes back under its new key.
     """
-    names = sorted({o.evaluated_as for key in keys for o in objectives[key[0]]})
-    wanted = [(m, seg, start) for m, seg, start, _ in keys]
+    models = objectives if keys is None else {key[0] for key in keys}
+    names = sorted({o.evaluated_as for model_id in models for o in objectives[model_id]})
+    wanted = None if keys is None else [(m, seg, start) for m, seg, start, _ in keys]
     read = scrape.outcome_values(
         session,
-        None if whole_shard else wanted,
+        None if whole_shard or wanted is None else wanted,
         DRIFT_KINDS,
         names,
         (STREAK_WINDOWS, shard),
     )
-    if whole_shard:  # every recent window of the shard: keep those asked for
+    if wanted is None:  # every recent window of the shard: those of the models known
+        read = (r for r in read if int(r[0]) in objectives)
+    elif whole_shard:  # every recent window of the shard: keep those asked for
         asked = set(wanted)
         read = (r for r in read if (int(r[0]), r[1], r[2]) in asked)
     first = 5 + len(DRIFT_KINDS)
@@ -350,17 +355,23 @@ class StreakCollector(StoredPartCollector):
         cached: Mapping[Group, GroupStreaks],
         shard: Shard | None,
     ) -> dict[Group, GroupStreaks]:
-        """The streaks of the ``changed`` groups. When they are most of the shard's (a
-        cold cache), their keys and outcomes are read for the whole shard in one statement
-        each (naming thousands of groups or windows costs more than reading them all)."""
+        """The streaks of the ``changed`` groups. When they are most of the shard's, their
+        keys and outcomes are read for the whole shard in one statement each (naming
+        thousands of groups or windows costs more than reading them all); with no outcome
+        cached to reuse (a cold cache), the outcomes alone, which bring their keys: one
+        statement fewer that ranks the shard's recent windows."""
         known: dict[StoredKey, Outcomes] = {}
         for group in changed:
             old = cached.get(group)
             if old is not None and old.objectives == objectives[group[0]]:
                 known.update(zip(old.keys, old.outcomes, strict=True))
         whole_shard = len(changed) * 2 > len(stamps)
-        if whole_shard:
-            wanted = set(changed)
+        wanted = set(changed)
+        if whole_shard and not known:  # a cold cache: the outcomes bring their keys
+            read = read_outcomes(session, None, objectives, shard)
+            known = {key: outcomes for key, outcomes in read.items() if key[:2] in wanted}
+            keys = sorted(known, key=lambda key: key[2], reverse=True)  # newest first
+        elif whole_shard:
             keys = [k for k in read_recent_keys(session, shard=shard) if k[:2] in wanted]
         else:
             keys = read_recent_keys(session, changed)
