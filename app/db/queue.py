@@ -630,24 +630,43 @@ _IN_KEYS = tuple_(*_KEY).in_(bindparam("keys", expanding=True))
 @lru_cache(maxsize=256)
 def _lock_statement(shapes: tuple[RangeShape, ...], dialect: str) -> Select[Any]:
     """:func:`lock_claimed`'s statement for dependents of these shapes (built once);
-    on PostgreSQL each row holds the statement's time too."""
+    each row says whether it lies in one of the dependents' ranges, and on PostgreSQL
+    holds the statement's time too."""
     deltas = select(func.count()).where(_same_window(BD)).scalar_subquery().label("deltas")
+    ranges = _ranges_conditions(shapes)
+    dependent = [or_(*ranges).label("dependent")] if ranges else []
     clock = [_CLOCK.label("now")] if dialect == "postgresql" else []
     return (
-        select(*_KEY, WA.claim_attempt, WA.version, deltas, *clock)
-        .where(or_(_IN_KEYS, *_ranges_conditions(shapes)))
+        select(*_KEY, WA.claim_attempt, WA.version, deltas, *dependent, *clock)
+        .where(or_(_IN_KEYS, *ranges))
         .order_by(*_KEY)
         .with_for_update(of=WA)
     )
 
 
+class Locked(NamedTuple):
+    """What :func:`lock_claimed` locked.
+
+    Attributes
+    ----------
+    held : the claims still held, by key.
+    now : the database's time (:func:`database_now`).
+    dependents : how many locked rows lie in the dependents' ranges (0: there is
+        no window to mark, and :func:`mark_dependents` need not run).
+    """
+
+    held: dict[AggregateKey, Held]
+    now: datetime
+    dependents: int
+
+
 def lock_claimed(
     session: Session, claims: Sequence[Claim], dependents: Sequence[KeyRange] = ()
-) -> tuple[dict[AggregateKey, Held], datetime]:
+) -> Locked:
     """Lock the rows of ``claims`` and of ``dependents`` (the windows the completion
-    will mark), all in key order, in one statement; return the claims still held and
+    will mark), all in key order, in one statement; return the claims still held,
     the database's time (:func:`database_now`; read by the same statement on
-    PostgreSQL when it locked a row).
+    PostgreSQL when it locked a row) and how many of the rows are dependents.
 
     Every transaction that locks several aggregate rows takes them in key order
     (see also :func:`invalidate_windows`), so completions of concurrent groups
@@ -668,7 +687,8 @@ def lock_claimed(
         for row in rows
         if attempts.get((row.model_id, row.segment, row.window_start)) == row.claim_attempt
     }
-    return held, rows[0].now if rows and dialect == "postgresql" else database_now(session)
+    now = rows[0].now if rows and dialect == "postgresql" else database_now(session)
+    return Locked(held, now, sum(1 for row in rows if shapes and row.dependent))
 
 
 class DoubleFold(RuntimeError):

@@ -437,7 +437,7 @@ def persist_group(
     }
     completions |= {r.claim.key: queue.Completion(r.claim, release=True) for r in released}
     with write_transaction(session):
-        held, now = queue.lock_claimed(
+        held, now, dependents = queue.lock_claimed(
             session, [c.claim for c in completions.values()], [r for _, r in marked]
         )
         queue.complete(session, [c for key, c in completions.items() if key in held])
@@ -453,7 +453,8 @@ def persist_group(
             computed_at=now,
         )
         changed = [(claimed, r) for claimed, r in marked if claimed.claim.key in held]
-        count = queue.mark_dependents(session, [r for _, r in changed], now)
+        # no dependent row locked (the usual case of the latest window): no statement
+        count = queue.mark_dependents(session, [r for _, r in changed], now) if dependents else 0
     if count:
         log.info(
             "drift reference windows changed (%s): %d dependent windows marked",
