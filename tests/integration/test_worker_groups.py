@@ -311,6 +311,31 @@ def test_a_group_marks_the_drift_dependents_of_its_windows_after_storing_them(
     assert {start for _, start in stored} == set(starts[:2])
 
 
+def test_a_group_whose_dependents_have_no_row_yet_runs_no_marking_statement(
+    factory: sessionmaker[Session], settings: Settings
+) -> None:
+    """The latest window of a segment is the drift reference of a window that does not
+    exist yet: its completion locks no dependent row, so it marks nothing and sends no
+    ``UPDATE`` of the dirty marks."""
+    model, starts = _fill(factory, settings, 1, drift={"reference": {"trailing_windows": 1}})
+    group = _claim(factory, group_size=1)
+    engine = factory.kw["bind"]
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        statements.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        assert _persist(factory, [Computed(c, DUMMY) for c in group]) == [Outcome.STORED]
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+    assert not [s for s in statements if "dirty_since=coalesce" in " ".join(s.split())]
+    assert statements  # the listener saw the completion's statements
+    (row,) = aggregate_rows(factory, model.id)
+    assert (row.window_start, row.version, row.dirty) == (starts[0], 1, False)
+
+
 def test_a_database_error_while_computing_stores_nothing_of_the_group(
     factory: sessionmaker[Session], settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

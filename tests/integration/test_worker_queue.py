@@ -333,7 +333,8 @@ def test_dependents_of_mixed_range_forms_are_locked_and_marked_in_one_statement(
     }
     assert 0 < len(expected) < len(aggregate_rows(factory, model.id))
     with factory() as session, write_transaction(session):
-        assert queue.lock_claimed(session, [], ranges)[0] == {}
+        locked = queue.lock_claimed(session, [], ranges)
+        assert (locked.held, locked.dependents) == ({}, len(expected))
         assert queue.mark_dependents(session, ranges, utcnow()) == len(expected)
     rows = aggregate_rows(factory, model.id)
     assert {(r.segment, r.window_start) for r in rows if r.dirty} == expected

@@ -269,7 +269,7 @@ def _quarantine_held(session: Session, group: Sequence[ClaimedWindow]) -> None:
     if not quarantined:
         return
     with write_transaction(session):
-        held, _ = queue.lock_claimed(session, [w.claim for w in group if w.quarantined])
+        held = queue.lock_claimed(session, [w.claim for w in group if w.quarantined]).held
         queue.quarantine_deltas(
             session, [q for q in quarantined if q.key in held], group[0].claim.claimed_at
         )
@@ -488,7 +488,7 @@ def persist_group(
     }
     completions |= {r.claim.key: queue.Completion(r.claim, release=True) for r in released}
     with write_transaction(session):
-        held, now = queue.lock_claimed(
+        held, now, dependents = queue.lock_claimed(
             session, [c.claim for c in completions.values()], [r for _, r in marked]
         )
         queue.complete(session, [c for key, c in completions.items() if key in held])
@@ -504,7 +504,8 @@ def persist_group(
             computed_at=now,
         )
         changed = [(claimed, r) for claimed, r in marked if claimed.claim.key in held]
-        count = queue.mark_dependents(session, [r for _, r in changed], now)
+        # no dependent row locked (the usual case of the latest window): no statement
+        count = queue.mark_dependents(session, [r for _, r in changed], now) if dependents else 0
     if count:
         log.info(
             "drift reference windows changed (%s): %d dependent windows marked",
