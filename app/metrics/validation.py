@@ -83,9 +83,11 @@ def check_count(name: str, value: Any) -> npt.NDArray[np.float64]:
         v = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise InvalidInput(name, f"is {value!r}, must be a number") from None
-    if not np.all(np.isfinite(v)):
-        raise InvalidInput(name, f"is {value!r}, must be finite")
-    if np.any(v < 0.0):
+    # Two reductions decide for every valid input (NaN propagates through min and
+    # max); which rule is broken is looked for only in a refused value.
+    if v.size and not (v.min() >= 0.0 and v.max() < np.inf):
+        if not np.all(np.isfinite(v)):
+            raise InvalidInput(name, f"is {value!r}, must be finite")
         raise InvalidInput(name, f"is {value!r}, must be >= 0")
     return v
 
