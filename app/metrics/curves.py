@@ -187,8 +187,12 @@ def cumulative_counts(scores: Any, labels: Any) -> CurveCounts:
     return CurveCounts(thresholds=score_bits[ends].view(np.float64), tps=tps, fps=fps)
 
 
-def _check_histogram(name: str, counts: Any, n_bins: int) -> Array:
-    h = np.asarray(counts, dtype=np.float64)
+def _check_histogram(name: str, counts: Any, n_bins: int) -> npt.NDArray[Any]:
+    """The counts as an array: integers as they are (converted to float64 only in
+    the non-empty bins, by the caller), anything else as float64."""
+    h = np.asarray(counts)
+    if h.dtype.kind not in "iu":
+        h = h.astype(np.float64)
     if h.ndim != 1 or h.shape[0] != n_bins:
         raise InvalidInput(name, f"must be a one-dimensional array of {n_bins} bin counts")
     # two reductions without temporaries (NaN propagates through min and max)
@@ -229,7 +233,11 @@ def cumulative_counts_from_histograms(positives: Any, negatives: Any, edges: Any
     # Summed over the non-empty bins alone: adding an empty bin's 0.0 changes no
     # partial sum, so these are the running totals at those bins, bit for bit.
     keep = _non_empty(pos, neg)
-    return CurveCounts(e[-2::-1][keep], np.cumsum(pos[keep]), np.cumsum(neg[keep]))
+
+    def running(counts: npt.NDArray[Any]) -> Array:
+        return np.cumsum(counts[keep].astype(np.float64))
+
+    return CurveCounts(e[-2::-1][keep], running(pos), running(neg))
 
 
 def cumulative_counts_from_running_totals(
@@ -251,7 +259,7 @@ def cumulative_counts_from_running_totals(
     return CurveCounts(edges[-2::-1][keep], above(totals[0])[keep], above(totals[1])[keep])
 
 
-def _non_empty(pos: Array, neg: Array) -> npt.NDArray[np.intp]:
+def _non_empty(pos: npt.NDArray[Any], neg: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
     """The indices of the bins that hold an example (histograms highest bin first)."""
     keep = np.flatnonzero((pos + neg) > 0.0)
     if keep.size == 0:

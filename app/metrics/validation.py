@@ -8,6 +8,7 @@ drift, estimation, the command line) check their inputs with the same helpers.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -68,7 +69,7 @@ def check_probability(name: str, value: float, *, open_interval: bool = True) ->
     except (TypeError, ValueError):
         raise InvalidInput(name, f"is {value!r}, must be a number") from None
     ok = (0.0 < v < 1.0) if open_interval else (0.0 <= v <= 1.0)
-    if not (np.isfinite(v) and ok):
+    if not (math.isfinite(v) and ok):
         interval = "(0, 1)" if open_interval else "[0, 1]"
         raise InvalidInput(name, f"is {value!r}, must be in {interval}")
     return v
