@@ -47,35 +47,14 @@ def json_text(value: Any) -> str:
 
 
 def _finite(value: Any) -> bool:
-    """No non-finite float anywhere in ``value`` (dicts, lists and tuples searched).
-
-    A list's items are first tested together (:func:`_finite_numbers`: a curve
-    document's lists hold thousands of numbers); only a list that test cannot
-    clear is searched item by item (nested containers, text, a non-finite float).
-    """
+    """No non-finite float anywhere in ``value`` (dicts, lists and tuples searched)."""
     if isinstance(value, float):
         return math.isfinite(value)
     if isinstance(value, dict):
         return all(map(_finite, value.values()))
     if isinstance(value, list | tuple):
-        return _finite_numbers(value) or all(map(_finite, value))
+        return all(map(_finite, value))
     return True
-
-
-def _finite_numbers(items: list[Any] | tuple[Any, ...]) -> bool:
-    """True when ``items`` are numbers and nulls with no non-finite float among them.
-
-    One float64 array in place of a Python call per item: a null converts to
-    nan and every other number to its own value, so the items are cleared exactly
-    when the array holds as many non-finite values as ``items`` holds nulls.
-    False when that cannot be said (an item that is not a number or a null:
-    nested containers, text) or when a float is not finite.
-    """
-    try:
-        converted = np.asarray(items, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError):
-        return False
-    return converted.size - int(np.count_nonzero(np.isfinite(converted))) == items.count(None)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
