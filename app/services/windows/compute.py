@@ -604,10 +604,10 @@ def _drift(
         return {"verdict": DriftVerdict.NONE, "status": status, "detail": untested}
     if in_baseline_period:
         return {"verdict": DriftVerdict.REFERENCE}
-    settings = model.drift_settings()
     if reference is None:
         status = DriftStatus.INSUFFICIENT_DATA
         return {"verdict": DriftVerdict.NONE, "status": status, "detail": untested}
+    settings = model.drift_settings()
     likely = whole if model.label_missingness == "score" else window
     ref_counts, win_counts, whole_counts = (
         _histograms(reference),
