@@ -68,10 +68,10 @@ def check_cumulative_counts(tps: Any, fps: Any) -> tuple[Array, Array]:
     for name, a in (("tps", t), ("fps", f)):
         if a.ndim == 0 or a.shape[-1] == 0:
             raise InvalidInput(name, "must hold at least one point along the last axis")
-        # first >= 0, last finite and every step >= 0 (a nan step fails) <=> finite,
-        # non-negative and non-decreasing
-        ok = np.all(a[..., 0] >= 0.0) and np.all(np.isfinite(a[..., -1]))
-        if not (ok and np.all(np.diff(a, axis=-1) >= 0.0)):
+        # first >= 0, last finite and no point below the one before (nan compares
+        # false) <=> finite, non-negative and non-decreasing
+        ok = (a[..., 0] >= 0.0).all() and np.isfinite(a[..., -1]).all()
+        if not (ok and (a[..., 1:] >= a[..., :-1]).all()):
             raise InvalidInput(
                 name, "must be finite, non-negative and non-decreasing along the last axis"
             )

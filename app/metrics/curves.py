@@ -187,11 +187,16 @@ def cumulative_counts(scores: Any, labels: Any) -> CurveCounts:
     return CurveCounts(thresholds=score_bits[ends].view(np.float64), tps=tps, fps=fps)
 
 
-def _check_histogram(name: str, counts: Any, n_bins: int) -> Array:
-    h = np.asarray(counts, dtype=np.float64)
+def _check_histogram(name: str, counts: Any, n_bins: int) -> npt.NDArray[Any]:
+    """The counts as an array: integers as they are (converted to float64 only in
+    the non-empty bins, by the caller), anything else as float64."""
+    h = np.asarray(counts)
+    if h.dtype.kind not in "iu":
+        h = h.astype(np.float64)
     if h.ndim != 1 or h.shape[0] != n_bins:
         raise InvalidInput(name, f"must be a one-dimensional array of {n_bins} bin counts")
-    if not np.all(np.isfinite(h)) or np.any(h < 0.0):
+    # two reductions without temporaries (NaN propagates through min and max)
+    if not (h.min() >= 0.0 and h.max() < np.inf):
         raise InvalidInput(name, "bin counts must be finite and non-negative")
     return h
 
@@ -225,7 +230,14 @@ def cumulative_counts_from_histograms(positives: Any, negatives: Any, edges: Any
     e = check_bin_edges(edges)
     pos = _check_histogram("positives", positives, e.size - 1)[::-1]
     neg = _check_histogram("negatives", negatives, e.size - 1)[::-1]
-    return _curve_of_reversed(e, pos, neg, np.cumsum(pos), np.cumsum(neg))
+    # Summed over the non-empty bins alone: adding an empty bin's 0.0 changes no
+    # partial sum, so these are the running totals at those bins, bit for bit.
+    keep = _non_empty(pos, neg)
+
+    def running(counts: npt.NDArray[Any]) -> Array:
+        return np.cumsum(counts[keep].astype(np.float64))
+
+    return CurveCounts(e[-2::-1][keep], running(pos), running(neg))
 
 
 def cumulative_counts_from_running_totals(
@@ -243,17 +255,16 @@ def cumulative_counts_from_running_totals(
         counts: Array = running[-1] - np.concatenate((running[-2::-1], [0.0]))
         return counts
 
-    return _curve_of_reversed(
-        edges, positives[::-1], negatives[::-1], above(totals[0]), above(totals[1])
-    )
+    keep = _non_empty(positives[::-1], negatives[::-1])
+    return CurveCounts(edges[-2::-1][keep], above(totals[0])[keep], above(totals[1])[keep])
 
 
-def _curve_of_reversed(e: Array, pos: Array, neg: Array, tps: Array, fps: Array) -> CurveCounts:
-    """The curve from the histograms and their cumulative counts, highest bin first."""
-    keep = (pos + neg) > 0.0
-    if not keep.any():
+def _non_empty(pos: npt.NDArray[Any], neg: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
+    """The indices of the bins that hold an example (histograms highest bin first)."""
+    keep = np.flatnonzero((pos + neg) > 0.0)
+    if keep.size == 0:
         raise InvalidInput("positives", "the histograms are empty (no examples)")
-    return CurveCounts(thresholds=e[-2::-1][keep].copy(), tps=tps[keep], fps=fps[keep])
+    return keep
 
 
 def roc_curve(curve: CurveCounts) -> tuple[Array, Array, Array]:

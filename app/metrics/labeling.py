@@ -27,12 +27,16 @@ MetricFunc = Callable[[ArrayLike, ArrayLike, ArrayLike, ArrayLike], Array]
 
 
 def _div(num: ArrayLike, den: ArrayLike) -> Array:
-    """num/den with nan where den == 0 (the metric is undefined there)."""
-    num_a = np.asarray(num, dtype=np.float64)
+    """num/den with nan where den == 0 (the metric is undefined there).
+
+    A zero denominator is turned into 1 before dividing (``den + zero`` leaves
+    every other denominator as it is), so nothing divides by zero and no
+    floating-point error state is entered: the same values in fewer numpy
+    calls, for a helper called about 30 times per window.
+    """
     den_a = np.asarray(den, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = num_a / den_a
-    return np.where(den_a == 0.0, np.nan, out)
+    zero = den_a == 0.0
+    return np.where(zero, np.nan, np.divide(num, den_a + zero))
 
 
 def accuracy(tp: ArrayLike, fp: ArrayLike, fn: ArrayLike, tn: ArrayLike) -> Array:

@@ -249,10 +249,13 @@ class ScoringReference:
         s = float(_logit(prior)) / LOGIT_STEP
         base = math.floor(s)
         weights = _cubic_weights(s - base)
-        total = np.zeros(self.n_curves, dtype=np.float64)
-        for offset, w in zip((-1, 0, 1, 2), weights, strict=True):
-            if w != 0.0:
-                total += w * self._node(area, base + offset)
+        # The weighted nodes summed in order, each product into one reused buffer: the
+        # values of summing them onto zeros (0.0 + x is x, up to the sign of a zero).
+        (w0, i0), *rest = [(w, base + k) for k, w in enumerate(weights, -1) if w != 0.0]
+        total: Array = self._node(area, i0) * w0
+        product = np.empty_like(total)
+        for w, index in rest:
+            total += np.multiply(self._node(area, index), w, out=product)
         return total
 
     @staticmethod

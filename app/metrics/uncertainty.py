@@ -574,8 +574,29 @@ def row_areas(names: Iterable[str], tps: Array, fps: Array, pi0: float) -> dict[
     resampled bin counts), so the kernels run without validation; gini is
     2·auc_roc − 1 of the same rows (as :func:`gini_from_counts` computes it)
     and the curves at pi0 are built once for all ``calibrated_`` names.
+
+    The rows are taken in blocks of about :data:`ROW_BLOCK_ELEMENTS` counts:
+    every area is a function of its own row, so the values are those of all rows
+    at once, and the kernels' temporaries stay small (400 resamples of 256 bins
+    in one block took twice the CPU).
     """
     wanted = list(names)
+    step = max(1, ROW_BLOCK_ELEMENTS // max(1, tps.shape[-1]))
+    if tps.shape[0] <= step:
+        return _block_areas(wanted, tps, fps, pi0)
+    blocks = [
+        _block_areas(wanted, tps[i : i + step], fps[i : i + step], pi0)
+        for i in range(0, tps.shape[0], step)
+    ]
+    return {name: np.concatenate([block[name] for block in blocks]) for name in wanted}
+
+
+ROW_BLOCK_ELEMENTS = 16_384
+"""Counts per block of rows in :func:`row_areas` (128 KB per temporary)."""
+
+
+def _block_areas(wanted: list[str], tps: Array, fps: Array, pi0: float) -> dict[str, Array]:
+    """:func:`row_areas` of one block of rows."""
     at_pi0 = None
     if any(name.startswith(CALIBRATED_PREFIX) for name in wanted):
         p, n = tps[:, -1:], fps[:, -1:]

@@ -8,6 +8,7 @@ drift, estimation, the command line) check their inputs with the same helpers.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -68,7 +69,7 @@ def check_probability(name: str, value: float, *, open_interval: bool = True) ->
     except (TypeError, ValueError):
         raise InvalidInput(name, f"is {value!r}, must be a number") from None
     ok = (0.0 < v < 1.0) if open_interval else (0.0 <= v <= 1.0)
-    if not (np.isfinite(v) and ok):
+    if not (math.isfinite(v) and ok):
         interval = "(0, 1)" if open_interval else "[0, 1]"
         raise InvalidInput(name, f"is {value!r}, must be in {interval}")
     return v
@@ -83,9 +84,11 @@ def check_count(name: str, value: Any) -> npt.NDArray[np.float64]:
         v = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise InvalidInput(name, f"is {value!r}, must be a number") from None
-    if not np.all(np.isfinite(v)):
-        raise InvalidInput(name, f"is {value!r}, must be finite")
-    if np.any(v < 0.0):
+    # Two reductions decide for every valid input (NaN propagates through min and
+    # max); which rule is broken is looked for only in a refused value.
+    if v.size and not (v.min() >= 0.0 and v.max() < np.inf):
+        if not np.all(np.isfinite(v)):
+            raise InvalidInput(name, f"is {value!r}, must be finite")
         raise InvalidInput(name, f"is {value!r}, must be >= 0")
     return v
 

@@ -422,12 +422,14 @@ def _mask_insufficient(
     few_pos = window.positives < min_class_count
     few_neg = window.negatives < min_class_count
     reasons: dict[str, str] = {}
-    for name in metrics:
-        need_pos, need_neg = _classes_needed(name)
-        if (need_pos and few_pos) or (need_neg and few_neg):
-            metrics[name] = None
-            reasons[name] = INSUFFICIENT
-        elif metrics[name] is None:
+    for name, value in metrics.items():
+        if few_pos or few_neg:  # what each metric needs is looked up only then
+            need_pos, need_neg = _classes_needed(name)
+            if (need_pos and few_pos) or (need_neg and few_neg):
+                metrics[name] = None
+                reasons[name] = INSUFFICIENT
+                continue
+        if value is None:
             reasons[name] = _undefined_reason(name)
     return reasons
 
@@ -602,10 +604,10 @@ def _drift(
         return {"verdict": DriftVerdict.NONE, "status": status, "detail": untested}
     if in_baseline_period:
         return {"verdict": DriftVerdict.REFERENCE}
-    settings = model.drift_settings()
     if reference is None:
         status = DriftStatus.INSUFFICIENT_DATA
         return {"verdict": DriftVerdict.NONE, "status": status, "detail": untested}
+    settings = model.drift_settings()
     likely = whole if model.label_missingness == "score" else window
     ref_counts, win_counts, whole_counts = (
         _histograms(reference),
