@@ -6,9 +6,9 @@ day, the drift reference the day before, which holds no data) is stored once
 in a template database; each of ``--runs`` runs drains a copy of it
 (``CREATE DATABASE ... TEMPLATE``) in this process with the worker's job
 source at the worker's default settings (summaries first, then the details),
-after the worker's warm-up. Printed per run, in CPU time of this process per
-refresh (summary or detail): all of it, the computation
-(``compute_window_result``), and what is outside it: the claim
+after the worker's start (its allocator's thresholds, its warm-up). Printed
+per run, in CPU time of this process per refresh (summary or detail): all of
+it, the computation (``compute_window_result``), and what is outside it: the claim
 (``DatabaseJobs.claim``: claim statement, deltas, models, fold, drift
 references), the persist (``persist_group``: lock, fold, result upsert,
 dependents) and the rest of a run (reference look-ups, the read transaction's
@@ -51,6 +51,7 @@ from app.services.models.settings import ModelCreate
 from app.services.refresh import groups
 from app.services.windows.compute import Tier
 from app.timegrid import window_start
+from app.worker.allocator import tune_allocator
 from app.worker.jobs import DatabaseJobs
 from app.worker.runner import warm_up
 from app.worker.settings import WorkerSettings
@@ -262,6 +263,7 @@ def main() -> None:
             f"segments + all traffic, {args.rows:,} rows each) by one worker in this process:",
             flush=True,
         )
+        tune_allocator()  # as the worker does at start
         warm_up()
         for run in range(1, args.runs + 1):
             with database_copy(url, f"{sa.make_url(url).database}_run") as copy:

@@ -23,6 +23,7 @@ from app.db.availability import is_outage
 from app.db.session import make_engine, make_session_factory
 from app.metrics.dbt import dbt_reference
 from app.services.refresh.groups import ClaimedWindow
+from app.worker.allocator import tune_allocator
 from app.worker.jobs import DatabaseJobs
 from app.worker.loop import Backoff, LoopStats, WorkerLoop
 from app.worker.node_store import CurveDirectory, NodeDirectory
@@ -108,6 +109,7 @@ def run(
     stop = stop or threading.Event()
     restore = install_stop_handlers(stop)
     engine = make_engine(settings.database_url, settings)
+    tune_allocator()
     try:
         if worker_settings.warm_up:
             warm_up(worker_settings.ops_node_dir)
