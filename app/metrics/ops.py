@@ -263,10 +263,18 @@ def labeling_outperformance_scores(values: Mapping[str, float], prior: float) ->
     (0.9577, 0.3)
     """
     checked: dict[str, float] = {}
+    aliased: dict[str, tuple[str, float]] = {}  # an alias's OPS is its target's
     pi = prior
     for name, value in values.items():
         if name not in LABELING_METRICS:
             raise InvalidInput("metric", f"{name!r} is not a labeling metric")
-        _, mus, pis, _ = _validated(name, [value], [prior], None)
-        checked[name], pi = mus[0], pis[0]
-    return labeling_ops_at(checked, pi)
+        target, mus, pis, _ = _validated(name, [value], [prior], None)
+        pi = pis[0]
+        if target == name:
+            checked[name] = mus[0]
+        else:  # the value is already the target's (lift -> precision)
+            aliased[name] = (target, mus[0])
+    ops = labeling_ops_at(checked, pi)
+    for name, (target, mu) in aliased.items():
+        ops[name] = labeling_ops_at({target: mu}, pi)[target]
+    return {name: ops[name] for name in values}

@@ -306,3 +306,25 @@ def test_the_ops_of_several_metrics_at_one_prior_are_those_of_one_call_per_metri
     assert labeling_ops_at({}, prior) == {}
     with pytest.raises(InvalidInput):
         labeling_outperformance_scores({"auc_pr": 0.5}, prior)
+
+
+@pytest.mark.parametrize("prior", [0.02, 0.1, 0.5, 0.9])
+def test_the_ops_of_every_labeling_metric_at_once_are_those_of_one_call_each(
+    prior: float,
+) -> None:
+    """Aliases included: ``lift`` is scored as the precision it stands for, as
+    :func:`outperformance_score` scores it, not as a precision of the lift's value."""
+    from app.metrics.ops import labeling_outperformance_scores
+
+    rng = np.random.default_rng(21)
+    values = {}
+    for name, spec in LABELING_METRICS.items():
+        if name == "lift":  # a lift is a precision over the prior: 1 / prior at most
+            values[name] = float(rng.uniform(0.0, 1.0 / prior))
+            continue
+        values[name] = float(rng.uniform(max(spec.lower, -1.0), min(spec.upper, 1.0)))
+    together = labeling_outperformance_scores(values, prior)
+    assert list(together) == list(values)
+    assert together == {name: outperformance_score(name, v, prior) for name, v in values.items()}
+    lift = labeling_outperformance_scores({"lift": values["lift"]}, prior)["lift"]
+    assert lift == outperformance_score("precision", values["lift"] * prior, prior)
